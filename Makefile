@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine with Python 3.11 and pip:
+#   make run   - set up a local virtual environment and start the daemon on ./data
+#   make test  - set up the environment (with test extras) and run lint + the test suite
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+DATA_DIR ?= ./data
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench clean venv
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv
+	$(BIN)/chunkstore serve --data-dir $(DATA_DIR) --demo
+
+lint: venv
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python bench/bench_bmt.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
