@@ -1,0 +1,268 @@
+"""Write sessions: the slot rule applied over several shard environments.
+
+A slot (batch, bucket, position) is recorded in the ``slots`` database of the
+shard holding its chunk, so a put that only fills an empty slot touches one
+environment and commits once. When a newer stamp takes a slot whose old chunk
+lives in another shard, two environments change and no LMDB transaction spans
+both. The order is then:
+
+1. commit the new chunk, its stamp entry and slot, plus a ``pending`` record
+   of the slot key, in the new chunk's shard;
+2. commit the eviction of the older holder(s) in their shards;
+3. drop the pending record lazily, in a later transaction on that shard.
+
+A crash between 1 and 2 leaves a slot held in two shards, with a pending
+record naming it; ``resolve`` (run at the next writable open) keeps the holder
+with the newest stamp and evicts the rest. That is idempotent and always right,
+so a pending record that outlives its need costs one redundant check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import lmdb
+
+from .admission import Admitted
+from .layout import (
+    ADDRESS_SIZE,
+    HEAD_SIZE,
+    INFO_BYTES,
+    ChunkType,
+    read_u64,
+    shard_of,
+    slot_value,
+    stamp_key,
+    stamp_value,
+    u64,
+)
+from .shard import Shard, iter_prefix, txn_load
+from .stamp import split_index
+from .store_errors import StampConflict
+
+Holder = tuple[int, int, bytes]  # (stamp timestamp, shard, chunk address)
+
+
+class WriteSession:
+    """Write transactions on the shards one operation touches; the caller holds the writer lock."""
+
+    def __init__(self, shards: list[Shard], settled: dict[int, set[bytes]]) -> None:
+        self.shards = shards
+        self.settled = settled  # per shard: pending slot keys already resolved, to delete
+        self.txns: dict[int, lmdb.Transaction] = {}
+        self.readers: dict[int, lmdb.Transaction] = {}
+        self.byte_delta: dict[int, int] = {}
+        self.contested: dict[bytes, set[int]] = {}  # slot key -> shards holding a pending record of it
+
+    # Transactions.
+
+    def write(self, s: int) -> lmdb.Transaction:
+        txn = self.txns.get(s)
+        if txn is None:
+            reader = self.readers.pop(s, None)
+            if reader is not None:
+                reader.abort()
+            txn = self.shards[s].env.begin(write=True, buffers=True)
+            self.txns[s] = txn
+            self._drop_settled(s, txn)
+        return txn
+
+    def read(self, s: int) -> lmdb.Transaction:
+        txn = self.txns.get(s) or self.readers.get(s)
+        if txn is None:
+            txn = self.readers[s] = self.shards[s].env.begin(buffers=True)
+        return txn
+
+    def commit(self) -> None:
+        """Commit every touched shard, then evict the losers of cross-shard slot contests."""
+        contested = self.contested
+        self._commit_all()
+        if contested:
+            follow = WriteSession(self.shards, self.settled)
+            try:
+                for key in contested:
+                    follow.resolve(key)
+                follow._commit_all()
+            except BaseException:
+                follow.abort()
+                raise
+            for key, homes in contested.items():
+                for s in homes:
+                    self.settled.setdefault(s, set()).add(key)
+
+    def abort(self) -> None:
+        for txn in (*self.txns.values(), *self.readers.values()):
+            txn.abort()
+        self.txns.clear()
+        self.readers.clear()
+        self.byte_delta.clear()
+        self.contested = {}
+
+    def _commit_all(self) -> None:
+        for reader in self.readers.values():
+            reader.abort()
+        self.readers.clear()
+        try:
+            while self.txns:
+                s, txn = self.txns.popitem()
+                delta = self.byte_delta.pop(s, 0)
+                if delta:
+                    info = self.shards[s].info_db
+                    raw = txn.get(INFO_BYTES, db=info)
+                    txn.put(INFO_BYTES, u64((read_u64(raw) if raw else 0) + delta), db=info)
+                txn.commit()
+        finally:
+            self.abort()
+
+    def _drop_settled(self, s: int, txn: lmdb.Transaction) -> None:
+        keys = self.settled.pop(s, None)
+        for key in keys or ():
+            # Another process may have crashed mid-contest on the same slot
+            # since we resolved it; keep the record while the slot is doubled.
+            if len(self.holders(key)) <= 1:
+                txn.delete(key, db=self.shards[s].pending)
+
+    # The slot rule.
+
+    def holders(self, key: bytes) -> list[Holder]:
+        """Every shard's claim on a slot; more than one only after an interrupted contest."""
+        out = []
+        for s, shard in enumerate(self.shards):
+            raw = self.read(s).get(key, db=shard.slots)
+            if raw is not None:
+                out.append((read_u64(raw[ADDRESS_SIZE:]), s, bytes(raw[:ADDRESS_SIZE])))
+        return out
+
+    def apply(self, item: Admitted) -> bool:
+        """Store one admitted chunk under its stamp; False for an exact repeat."""
+        st = item.stamp
+        key = st.batch_id + st.index
+        ts = st.timestamp_ns
+        home = shard_of(item.address, len(self.shards))
+        holders = self.holders(key)
+        evicted: list[bytes] = []
+        if holders:
+            top_ts, _, top_addr = max(holders)
+            if ts < top_ts or (ts == top_ts and top_addr != item.address):
+                bucket, position = split_index(st.index)
+                raise StampConflict(st.batch_id, bucket, position, top_addr, top_ts, ts)
+            if ts == top_ts:
+                if item.chunk_type == ChunkType.SOC and self._data(home, item.address) != item.data:
+                    bucket, position = split_index(st.index)
+                    raise StampConflict(
+                        st.batch_id, bucket, position, top_addr, top_ts, ts,
+                        why="new SOC data under a stamp that is not newer (a SOC update needs a newer stamp)",
+                    )
+                return False
+            for _, s, addr in holders:
+                if s == home:
+                    self.drop_entry(s, addr, key)
+                    evicted.append(addr)
+                else:
+                    self.contested.setdefault(key, set()).add(home)
+        txn = self.write(home)
+        self._put_data(home, item)
+        txn.put(stamp_key(item.address, st.batch_id, st.index), stamp_value(item.chunk_type, st.timestamp, st.signature),
+                db=self.shards[home].stamps)
+        txn.put(key, slot_value(item.address, st.timestamp), db=self.shards[home].slots)
+        if key in self.contested:
+            txn.put(key, b"", db=self.shards[home].pending)
+        for addr in evicted:
+            self.drop_if_orphan(home, addr)
+        return True
+
+    def resolve(self, key: bytes) -> None:
+        """Leave a slot to its newest holder, evicting the others."""
+        holders = self.holders(key)
+        if len(holders) <= 1:
+            return
+        top = max(holders)
+        for holder in holders:
+            if holder != top:
+                _, s, addr = holder
+                self.drop_entry(s, addr, key)
+                self.drop_if_orphan(s, addr)
+
+    # Row-level changes.
+
+    def _data(self, s: int, address: bytes) -> bytes | None:
+        return txn_load(self.read(s), self.shards[s], address)
+
+    def _put_data(self, s: int, item: Admitted) -> None:
+        old = self._data(s, item.address)
+        if old is not None and (item.chunk_type != ChunkType.SOC or old == item.data):
+            return  # a CAC's data is fixed by its address; only a SOC's may change
+        txn = self.write(s)
+        shard = self.shards[s]
+        data = item.data
+        txn.put(item.address, data[:HEAD_SIZE], db=shard.chunks)
+        if len(data) > HEAD_SIZE:
+            txn.put(item.address, data[HEAD_SIZE:], db=shard.tails)
+        else:
+            txn.delete(item.address, db=shard.tails)
+        self.byte_delta[s] = self.byte_delta.get(s, 0) + len(data) - (0 if old is None else len(old))
+
+    def drop_entry(self, s: int, address: bytes, key: bytes) -> None:
+        """Remove one (chunk, stamp) entry and its slot if the slot still points at it."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        txn.delete(address + key, db=shard.stamps)
+        raw = txn.get(key, db=shard.slots)
+        if raw is not None and raw[:ADDRESS_SIZE] == address:
+            txn.delete(key, db=shard.slots)
+
+    def drop_if_orphan(self, s: int, address: bytes) -> bool:
+        """Delete a chunk that has no stamp left; True if it was deleted."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        for _ in iter_prefix(txn, shard.stamps, address):
+            return False
+        return self.drop_chunk(s, address)
+
+    def drop_chunk(self, s: int, address: bytes) -> bool:
+        txn = self.write(s)
+        shard = self.shards[s]
+        head = txn.pop(address, db=shard.chunks)
+        if head is None:
+            return False
+        size = len(head)
+        tail = txn.pop(address, db=shard.tails)
+        if tail is not None:
+            size += len(tail)
+        self.byte_delta[s] = self.byte_delta.get(s, 0) - size
+        return True
+
+    def delete_chunk(self, address: bytes) -> bool:
+        """Remove a chunk with all its stamp entries and the slots they hold."""
+        s = shard_of(address, len(self.shards))
+        txn = self.write(s)
+        keys = [bytes(k[ADDRESS_SIZE:]) for k, _ in iter_prefix(txn, self.shards[s].stamps, address)]
+        for key in keys:
+            self.drop_entry(s, address, key)
+        return self.drop_chunk(s, address)
+
+    def purge_batch_part(self, s: int, batch_id: bytes, limit: int) -> int:
+        """Remove up to ``limit`` slots of a batch from shard ``s``; returns how many."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        rows = []
+        for key, value in iter_prefix(txn, shard.slots, batch_id):
+            rows.append((bytes(key), bytes(value[:ADDRESS_SIZE])))
+            if len(rows) >= limit:
+                break
+        for key, addr in rows:
+            self.drop_entry(s, addr, key)
+            self.drop_if_orphan(s, addr)
+        if len(rows) < limit:
+            pend = [bytes(k) for k, _ in iter_prefix(txn, shard.pending, batch_id)]
+            for key in pend:
+                txn.delete(key, db=shard.pending)
+        return len(rows)
+
+    def pending_keys(self, s: int) -> list[bytes]:
+        return [bytes(k) for k, _ in iter_prefix(self.read(s), self.shards[s].pending, b"")]
+
+    def clear_pending(self, s: int, keys: Iterable[bytes]) -> None:
+        txn = self.write(s)
+        for key in keys:
+            txn.delete(key, db=self.shards[s].pending)
