@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 
 run: venv
-	$(BIN)/chunkstore selfcheck
+	$(BIN)/chunkstore serve --data-dir $(DATA_DIR) --demo
 
 lint: venv
 	$(BIN)/ruff check .
