@@ -1,0 +1,86 @@
+"""Sample data model and the one-chunk transformed-address rule.
+
+A transformed address is the anchor-prefixed BMT hash of a CAC; for a SOC it
+is ``keccak(SOC address | prefixed BMT hash of the wrapped CAC)``. The
+one-chunk function here (on the plain reference BMT) is what phase 2 and the
+integrity check use to re-derive an address from loaded bytes, independently
+of the batch kernel that phase 1 ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chunkstore.bmt import chunk_hash
+from chunkstore.keccak import keccak256
+from chunkstore.layout import ChunkType
+from chunkstore.soc import HEADER_SIZE
+from chunkstore.stamp import Stamp
+
+SAMPLE_SIZE = 16
+
+
+def transformed_address(address: bytes, data: bytes | bytearray | memoryview, chunk_type: int, anchor: bytes) -> bytes:
+    """Transformed address of one chunk for ``anchor`` (``data`` is the stored chunk data)."""
+    if chunk_type == ChunkType.CAC:
+        return chunk_hash(data, anchor)
+    if chunk_type == ChunkType.SOC:
+        inner = chunk_hash(memoryview(data)[HEADER_SIZE:], anchor)
+        return keccak256(bytes(address), inner)
+    raise ValueError(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
+
+
+def wrapped_cac(data: bytes, chunk_type: int) -> bytes:
+    """The CAC data (``span | payload``) a sample item's proofs are made over."""
+    return bytes(data[HEADER_SIZE:]) if chunk_type == ChunkType.SOC else bytes(data)
+
+
+@dataclass(frozen=True)
+class SampleItem:
+    transformed_address: bytes
+    chunk_address: bytes
+    chunk_data: bytes
+    stamp: Stamp
+    chunk_type: ChunkType
+
+
+@dataclass
+class SampleStats:
+    """Counters and timings of one sampling run (names follow the reference node's)."""
+
+    total_iterated: int = 0
+    below_balance_ignored: int = 0
+    rogue_chunks: int = 0
+    new_ignored: int = 0
+    stamp_validations: int = 0
+    invalid_stamps: int = 0
+    chunk_loads: int = 0
+    chunk_load_failed: int = 0
+    duplicates_ignored: int = 0
+    reruns: int = 0
+    taddr_duration: float = 0.0
+    chunk_load_duration: float = 0.0
+    iteration_duration: float = 0.0
+    stamp_validation_duration: float = 0.0
+    phase1_duration: float = 0.0
+    phase2_duration: float = 0.0
+    total_duration: float = 0.0
+    workers: int = 0
+    chunks_per_second: float = 0.0
+    worker_peak_rss_kb: int = 0  # largest peak RSS of a phase-1 process
+
+    def add_counts(self, other: dict[str, float]) -> None:
+        """Add a worker's counters and summed durations into this run's totals."""
+        for key, value in other.items():
+            setattr(self, key, getattr(self, key) + value)
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SampleResult:
+    items: list[SampleItem]
+    stats: SampleStats = field(default_factory=SampleStats)
+    anchor: bytes = b""
+    depth: int = 0

@@ -1,0 +1,413 @@
+"""The reserve sample: phase 1 in worker processes, phase 2 in the caller.
+
+Phase 1 (``sampler.worker``) runs one task per shard in a process pool and
+returns, per shard, the ``k`` smallest ``(transformed address, batch id)``
+candidates that pass the index-only filters (balance, chunk type, stamp
+time). Phase 2 merges the shards' candidates in ascending key order and, for
+each candidate that can still enter the sample, loads the chunk and its stamp
+from the store, re-checks the stamp time, re-derives the transformed address
+from the loaded bytes and validates the stamp against the batch; it stops at
+16 valid items. When a shard's list runs out while that shard has more
+candidates (many invalid stamps), the shard is scanned again for the next
+candidates above the last one consumed, with a four times larger ``k``: the
+merge never takes a candidate while a smaller one may still be unseen, so the
+result does not depend on how many stamps are invalid or on ``k``.
+
+Duplicates. One chunk held under several stamps has one transformed address
+and enters the sample once. Rule: among its stamps that pass every check, the
+one with the smallest batch id (bytewise) is the item's stamp; when a chunk
+holds several stamps of one batch, the one with the smallest index. This
+falls out of the merge order (transformed address, then batch id) and is the
+same whatever the shard layout or worker count.
+
+Consistency. Each shard is scanned in one LMDB read transaction. Phase 2
+reads the store afresh; a candidate whose chunk or stamp changed or vanished
+in between (a concurrent put or removal) is recomputed from what is now
+stored and skipped if it no longer matches, so every item returned is
+consistent with the store as phase 2 saw it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import heapq
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from chunkstore.cac import is_valid_cac
+from chunkstore.errors import SwarmError
+from chunkstore.layout import ChunkType
+from chunkstore.soc import validate_soc
+from chunkstore.stamp import Stamp, validate_stamp
+
+from .batches import below_balance_batches, find_batch
+from .candidates import Candidate
+from .errors import InsufficientSample, SamplerWorkerError
+from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, transformed_address
+from .worker import ShardScan, ShardTask, scan_shard, scan_snapshot
+
+DEFAULT_K = 64  # 4x the sample size: one invalid stamp in four near the top costs no rescan
+RESCAN_GROWTH = 4
+
+
+# ----------------------------------------------------------------- the pool
+
+
+class _PoolHolder:
+    """Process pools reused across samples (starting a process costs ~0.3 s), one per size.
+
+    One pool per size, never resized in place, so concurrent samples asking
+    for different worker counts cannot shut down each other's pool.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[int, ProcessPoolExecutor] = {}
+
+    def get(self, size: int) -> ProcessPoolExecutor:
+        with self._lock:
+            pool = self._pools.get(size)
+            if pool is None:
+                pool = self._pools[size] = ProcessPoolExecutor(max_workers=size, mp_context=_mp_context())
+            return pool
+
+    def discard(self, pool: ProcessPoolExecutor) -> None:
+        """Forget a broken pool so the next sample starts fresh processes."""
+        with self._lock:
+            for size, p in list(self._pools.items()):
+                if p is pool:
+                    del self._pools[size]
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    """'forkserver' where available (workers fork from a clean server that has
+    imported the worker module, and thus the compiled hashing kernels, once);
+    otherwise 'spawn'. Never plain 'fork': the daemon has threads and open LMDB
+    environments that must not be copied into a child."""
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+    except ValueError:
+        return multiprocessing.get_context("spawn")
+    ctx.set_forkserver_preload(["sampler.worker"])
+    return ctx
+
+
+_POOL = _PoolHolder()
+atexit.register(_POOL.shutdown)
+
+
+def shutdown_pool() -> None:
+    """Stop the sampler's worker processes (they are started again on the next sample)."""
+    _POOL.shutdown()
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def _store_path(store: Any) -> str:
+    for name in ("path", "root", "data_dir"):
+        value = getattr(store, name, None)
+        if value is not None:
+            return os.fspath(value)
+    raise TypeError("the store does not expose its directory (path)")
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class _ShardStream:
+    """Candidates of one shard, consumed in order and refilled on demand."""
+
+    def __init__(self, scan: ShardScan) -> None:
+        self.shard = scan.shard
+        self._set(scan)
+
+    def _set(self, scan: ShardScan) -> None:
+        self.items: list[Candidate] = scan.candidates
+        self.pos = 0
+        self.complete = scan.complete
+        self.k = scan.k
+
+    def peek(self) -> Candidate | None:
+        return self.items[self.pos] if self.pos < len(self.items) else None
+
+    @property
+    def needs_more(self) -> bool:
+        return self.pos >= len(self.items) and not self.complete
+
+    def refill(self, scan: ShardScan) -> None:
+        self._set(scan)
+
+
+class _Phase1:
+    """Runs shard scans, in the pool or (workers == 0) in this process."""
+
+    def __init__(self, store: Any, anchor: bytes, depth: int, consensus_time: int,
+                 excluded: frozenset[bytes], workers: int, k: int) -> None:  # fmt: skip
+        self.store = store
+        self.path = _store_path(store)
+        self.shards = int(store.shard_count)
+        self.anchor = bytes(anchor)
+        self.depth = depth
+        self.consensus_time = consensus_time
+        self.excluded = excluded
+        self.k = k
+        self.workers = min(workers, self.shards) if workers > 0 else 0
+        self.pool = _POOL.get(self.workers) if self.workers else None
+        self.stats = SampleStats(workers=max(1, self.workers))
+        self.rescans = 0
+
+    def _task(self, shard: int, k: int, after: tuple[bytes, bytes] | None) -> ShardTask:
+        return ShardTask(self.path, shard, self.anchor, self.depth, self.consensus_time, self.excluded, k, after)
+
+    def _run(self, tasks: list[ShardTask]) -> list[ShardScan]:
+        if self.pool is None:
+            out = []
+            for t in tasks:
+                with self.store.shard(t.shard).snapshot() as snap:
+                    out.append(scan_snapshot(t, snap))
+            return out
+        futures: list[Future[ShardScan]] = [self.pool.submit(scan_shard, t) for t in tasks]
+        out = []
+        for task, fut in zip(tasks, futures, strict=True):
+            try:
+                out.append(fut.result())
+            except BrokenProcessPool as exc:
+                _POOL.discard(self.pool)
+                raise SamplerWorkerError(task.shard, f"worker process died: {exc}") from exc
+            except SamplerWorkerError:
+                raise
+            except Exception as exc:  # e.g. a task that could not be pickled
+                raise SamplerWorkerError(task.shard, f"{type(exc).__name__}: {exc}") from exc
+        return out
+
+    def _record(self, scans: list[ShardScan], rescan: bool) -> None:
+        for scan in scans:
+            self.stats.worker_peak_rss_kb = max(self.stats.worker_peak_rss_kb, scan.peak_rss_kb)
+            if rescan:
+                # A rescan walks the same entries again: count its time, not its entries.
+                self.stats.add_counts({k: v for k, v in scan.stats.items() if k.endswith("_duration")})
+            else:
+                self.stats.add_counts(scan.stats)
+
+    def first(self) -> list[ShardScan]:
+        scans = self._run([self._task(s, self.k, None) for s in range(self.shards)])
+        self._record(scans, rescan=False)
+        return scans
+
+    def more(self, stream: _ShardStream) -> ShardScan:
+        last = stream.items[-1] if stream.items else None
+        after = (last[0], last[1]) if last is not None else None
+        (scan,) = self._run([self._task(stream.shard, stream.k * RESCAN_GROWTH, after)])
+        self._record([scan], rescan=True)
+        self.rescans += 1
+        return scan
+
+
+def _merged(phase1: _Phase1, streams: list[_ShardStream]) -> Iterator[Candidate]:
+    """All candidates of all shards in ascending (taddr, batch id) order, refilling shards lazily."""
+    heap: list[tuple[bytes, bytes, int]] = []
+    for i, s in enumerate(streams):
+        c = s.peek()
+        if c is not None:
+            heap.append((c[0], c[1], i))
+    heapq.heapify(heap)
+    pending = [i for i, s in enumerate(streams) if s.needs_more]
+    while True:
+        # A shard with unseen candidates must show its next one before anything is taken.
+        for i in pending:
+            s = streams[i]
+            while s.needs_more:
+                s.refill(phase1.more(s))
+            c = s.peek()
+            if c is not None:
+                heapq.heappush(heap, (c[0], c[1], i))
+        pending = []
+        if not heap:
+            return
+        _, _, i = heapq.heappop(heap)
+        s = streams[i]
+        cand = s.items[s.pos]
+        s.pos += 1
+        yield cand
+        nxt = s.peek()
+        if nxt is not None:
+            heapq.heappush(heap, (nxt[0], nxt[1], i))
+        elif s.needs_more:
+            pending.append(i)
+
+
+# ----------------------------------------------------------------- phase 2
+
+
+class _Phase2:
+    """Loads, re-checks and validates candidates in order until the sample is full."""
+
+    def __init__(self, store: Any, anchor: bytes, consensus_time: int, stats: SampleStats) -> None:
+        self.store = store
+        self.anchor = bytes(anchor)
+        self.consensus_time = consensus_time
+        self.stats = stats
+        self.items: list[SampleItem] = []
+        self._data: dict[bytes, bytes | None] = {}  # address -> verified data (None: unusable)
+        self._done: set[tuple[bytes, bytes]] = set()  # (address, batch id) already tried
+
+    def _load(self, address: bytes, chunk_type: int, taddr: bytes) -> bytes | None:
+        """The chunk's data if it still matches what phase 1 hashed; else None (counted)."""
+        if address in self._data:
+            return self._data[address]
+        st = self.stats
+        t = time.perf_counter()
+        data: bytes | None
+        try:
+            data = bytes(self.store.get(address))
+            st.chunk_loads += 1
+        except SwarmError:
+            data = None
+        st.chunk_load_duration += time.perf_counter() - t
+        if data is not None and not self._intact(address, data, chunk_type, taddr):
+            data = None
+        if data is None:
+            st.chunk_load_failed += 1
+        self._data[address] = data
+        return data
+
+    def _intact(self, address: bytes, data: bytes, chunk_type: int, taddr: bytes) -> bool:
+        # A corrupt or concurrently replaced chunk would give a claim the contract refuses.
+        try:
+            if chunk_type == ChunkType.SOC:
+                validate_soc(address, data)
+            else:
+                if not is_valid_cac(address, data):
+                    return False
+            t = time.perf_counter()
+            ok = transformed_address(address, data, chunk_type, self.anchor) == taddr
+            self.stats.taddr_duration += time.perf_counter() - t
+            return ok
+        except (SwarmError, ValueError):
+            return False
+
+    def _stamps(self, address: bytes, batch_id: bytes) -> list[Stamp]:
+        try:
+            stamps = self.store.stamps_of(address)
+        except SwarmError:
+            return []
+        return sorted((s for s in stamps if s.batch_id == batch_id), key=lambda s: s.index)
+
+    def offer(self, cand: Candidate) -> bool:
+        """Try one candidate; True when the sample is full."""
+        taddr, batch_id, address, chunk_type = cand
+        if self.items and self.items[-1].transformed_address == taddr:
+            self.stats.duplicates_ignored += 1
+            return False
+        if (address, batch_id) in self._done:
+            return False
+        self._done.add((address, batch_id))
+        st = self.stats
+        stamps = self._stamps(address, batch_id)
+        if not stamps:
+            st.chunk_load_failed += 1  # the stamp vanished since phase 1
+            return False
+        batch = find_batch(self.store.batches, batch_id)
+        for stamp in stamps:
+            if stamp.timestamp_ns > self.consensus_time:
+                # Phase 1 counted this entry already (same timestamp in the index), or
+                # the stamp was replaced by a newer one since: skip without counting.
+                continue
+            if batch is None:
+                st.invalid_stamps += 1
+                continue
+            data = self._load(address, chunk_type, taddr)
+            if data is None:
+                return False
+            t = time.perf_counter()
+            st.stamp_validations += 1
+            try:
+                validate_stamp(stamp, address, batch.owner, batch.depth, batch.bucket_depth)
+            except SwarmError:
+                st.invalid_stamps += 1
+                continue
+            finally:
+                st.stamp_validation_duration += time.perf_counter() - t
+            self.items.append(SampleItem(taddr, address, data, stamp, ChunkType(chunk_type)))
+            return len(self.items) >= SAMPLE_SIZE
+        return False
+
+
+# ----------------------------------------------------------------- entry points
+
+
+def reserve_sample(
+    store: Any,
+    anchor: bytes,
+    depth: int,
+    consensus_time: int,
+    min_batch_balance: int | None = None,
+    workers: int | None = None,
+    k: int = DEFAULT_K,
+) -> SampleResult:
+    """The reserve sample of the neighbourhood ``proximity(address, anchor) >= depth``.
+
+    ``consensus_time`` is Unix nanoseconds: stamps stamped later are left out.
+    ``workers`` processes scan the shards (default: the usable CPUs; 0 scans
+    in this process, for debugging). Raises ``InsufficientSample`` when fewer
+    than 16 eligible chunks exist.
+    """
+    if not anchor:
+        raise ValueError("anchor is empty")
+    if depth < 0:
+        raise ValueError(f"depth {depth} is negative")
+    if k < 1:
+        raise ValueError("k must be positive")
+    t0 = time.perf_counter()
+    excluded = below_balance_batches(store.batches, min_batch_balance)
+    nworkers = default_workers() if workers is None else workers
+    phase1 = _Phase1(store, anchor, depth, consensus_time, excluded, nworkers, k)
+    streams = [_ShardStream(scan) for scan in phase1.first()]
+    t1 = time.perf_counter()
+    stats = phase1.stats
+    stats.phase1_duration = t1 - t0
+
+    phase2 = _Phase2(store, anchor, consensus_time, stats)
+    for cand in _merged(phase1, streams):
+        if phase2.offer(cand):
+            break
+    t2 = time.perf_counter()
+    stats.reruns = phase1.rescans
+    stats.phase2_duration = t2 - t1
+    stats.total_duration = t2 - t0
+    stats.chunks_per_second = stats.total_iterated / stats.total_duration if stats.total_duration > 0 else 0.0
+    if len(phase2.items) < SAMPLE_SIZE:
+        raise InsufficientSample(len(phase2.items), stats=stats)
+    return SampleResult(items=phase2.items, stats=stats, anchor=bytes(anchor), depth=depth)
+
+
+async def reserve_sample_async(
+    store: Any,
+    anchor: bytes,
+    depth: int,
+    consensus_time: int,
+    min_batch_balance: int | None = None,
+    workers: int | None = None,
+    k: int = DEFAULT_K,
+) -> SampleResult:
+    """``reserve_sample`` in a thread, so the event loop keeps serving while it runs."""
+    return await asyncio.to_thread(reserve_sample, store, anchor, depth, consensus_time, min_batch_balance, workers, k)
