@@ -1,0 +1,191 @@
+"""Daemon settings: command-line flags, each also readable from a ``CHUNKSTORE_*`` variable.
+
+Precedence: a flag on the command line, then the environment variable, then
+the default. The variable of ``--some-flag`` is ``CHUNKSTORE_SOME_FLAG``;
+boolean flags (``--demo``) accept 1/0, true/false, yes/no, on/off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_PREFIX = "CHUNKSTORE_"
+DEFAULT_PORT = 1633
+# The largest chunk upload the reference node accepts: a SOC (97-byte header) around a full CAC.
+SOC_MAX_BODY = 97 + 8 + 4096
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    workers: int | None = None
+    overlay: str | None = None
+    admin_token: str | None = None
+    demo: bool = False
+    demo_chunks: int = 3000
+    sampling_window: float = 585.0
+    max_body: int = SOC_MAX_BODY
+    sample_wait: float = 10.0
+    min_batch_balance: int | None = None
+    threads: int = 8
+    shards: int | None = None
+    shutdown_timeout: float = 30.0
+    log_format: str = "json"
+    log_level: str = "info"
+    cors_allowed_origins: tuple[str, ...] = ()
+
+
+def env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+_TRUE = {"1", "true", "t", "yes", "y", "on"}
+_FALSE = {"0", "false", "f", "no", "n", "off", ""}
+
+
+def parse_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return n
+
+
+def _port(value: str) -> int:
+    n = int(value)
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be in 0..65535, got {value}")
+    return n
+
+
+def _positive_float(value: str) -> float:
+    x = float(value)
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return x
+
+
+def _non_negative_float(value: str) -> float:
+    x = float(value)
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {value}")
+    return x
+
+
+def _overlay(value: str) -> str:
+    v = value.lower().removeprefix("0x")
+    if len(v) != 64:
+        raise argparse.ArgumentTypeError(f"overlay must be 64 hex characters, got {len(v)}")
+    try:
+        bytes.fromhex(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError("overlay is not hex") from None
+    return v
+
+
+def _balance(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"min batch balance must be a non-negative decimal integer, got {value!r}")
+    return int(value)
+
+
+# (flag, type, default, help); a type of bool marks a switch.
+_OPTIONS: list[tuple[str, object, object, str]] = [
+    ("--data-dir", str, None, "directory of the store (created when missing)"),
+    ("--host", str, "127.0.0.1", "address to listen on"),
+    ("--port", _port, str(DEFAULT_PORT), "TCP port (0 picks a free one; the log says which)"),
+    ("--workers", _positive_int, None, "sampler worker processes (default: CPU count)"),
+    ("--overlay", _overlay, None, "node overlay address, 64 hex (default: generated once, kept in the data dir)"),
+    ("--admin-token", str, None, "bearer token that allows batch changes from non-loopback clients"),
+    ("--demo", bool, False, "on an empty store, register a demo batch and fill random stamped chunks"),
+    ("--demo-chunks", _positive_int, "3000", "how many chunks --demo writes"),
+    ("--sampling-window", _positive_float, "585", "seconds a sample must finish in (verdict of /rchash?verbose=true)"),
+    ("--max-body", _positive_int, str(SOC_MAX_BODY), "largest request body accepted, bytes"),
+    ("--sample-wait", _non_negative_float, "10", "seconds a different /rchash request waits for a running sample before 503"),
+    ("--min-batch-balance", _balance, None, "exclude batches whose value is below this from the sample"),
+    ("--threads", _positive_int, "8", "threads for blocking store calls"),
+    ("--shards", _positive_int, None, "store shards for a new store (default: the store's own)"),
+    ("--shutdown-timeout", _non_negative_float, "30", "seconds to drain in-flight requests on SIGTERM/SIGINT"),
+    ("--log-format", str, "json", "json (JSON lines) or kv (key=value)"),
+    ("--log-level", str, "info", "debug, info, warning or error"),
+    ("--cors-allowed-origins", str, "", "comma-separated origins browsers may call from (* for any)"),
+]
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(
+        prog="chunkstore serve",
+        description="Serve a Swarm chunk store over the reference node's HTTP API.",
+        epilog="Every flag can also be set by a CHUNKSTORE_<FLAG> environment variable, e.g. CHUNKSTORE_DATA_DIR.",
+    )
+    for flag, typ, default, help_text in _OPTIONS:
+        dest = flag.lstrip("-").replace("-", "_")
+        var = env_name(flag)
+        if typ is bool:
+            env_value = env.get(var)
+            value = default
+            if env_value is not None:
+                try:
+                    value = parse_bool(env_value)
+                except ValueError:
+                    parser.error(f"{var}={env_value!r} is not a boolean")
+            parser.add_argument(
+                flag, dest=dest, action=argparse.BooleanOptionalAction, default=value, help=f"{help_text} [{var}]"
+            )
+        else:
+            # argparse converts string defaults with the option's type, so bad env values fail like bad flags.
+            value = env.get(var, default)
+            parser.add_argument(flag, dest=dest, type=typ, default=value, help=f"{help_text} [{var}]")
+    return parser
+
+
+def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Config:
+    """Parse flags (``serve`` as a first word is skipped); exits with status 2 on bad input."""
+    args = list(argv)
+    if args and args[0] == "serve":
+        args = args[1:]
+    parser = build_parser(env)
+    ns = parser.parse_args(args)
+    if not ns.data_dir:
+        parser.error(f"--data-dir (or {env_name('--data-dir')}) is required")
+    if ns.log_format not in ("json", "kv"):
+        parser.error(f"--log-format must be json or kv, got {ns.log_format!r}")
+    if ns.log_level.lower() not in ("debug", "info", "warning", "error"):
+        parser.error(f"--log-level must be debug, info, warning or error, got {ns.log_level!r}")
+    if ns.max_body < SOC_MAX_BODY:
+        parser.error(f"--max-body must be at least {SOC_MAX_BODY} (the largest chunk upload)")
+    return Config(
+        data_dir=Path(ns.data_dir),
+        host=ns.host,
+        port=ns.port,
+        workers=ns.workers,
+        overlay=ns.overlay,
+        admin_token=ns.admin_token or None,
+        demo=bool(ns.demo),
+        demo_chunks=ns.demo_chunks,
+        sampling_window=ns.sampling_window,
+        max_body=ns.max_body,
+        sample_wait=ns.sample_wait,
+        min_batch_balance=ns.min_batch_balance,
+        threads=ns.threads,
+        shards=ns.shards,
+        shutdown_timeout=ns.shutdown_timeout,
+        log_format=ns.log_format,
+        log_level=ns.log_level.lower(),
+        cors_allowed_origins=tuple(o.strip() for o in ns.cors_allowed_origins.split(",") if o.strip()),
+    )

@@ -1,0 +1,158 @@
+"""JSON error answers in the reference node's shape, and the catch-all middleware.
+
+Every answer that is not a success is ``{"code": N, "message": "..."}`` (plus
+``"reasons": [{"field", "error"}]`` for bad path, query or header parameters,
+as the reference node writes them), with ``Content-Type: application/json;
+charset=utf-8``. Library errors (``SwarmError`` subclasses) become 4xx answers
+through :func:`status_for`; anything else is logged with its traceback and
+answered with a plain 500 JSON body, as a last resort.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from http import HTTPStatus
+from typing import Any
+
+from aiohttp import web
+
+from chunkstore.errors import SwarmError
+
+log = logging.getLogger("chunkstore.api")
+
+JSON_CONTENT_TYPE = "application/json; charset=utf-8"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# Library errors by class name (so that the API does not depend on which module
+# defines them) -> HTTP status. Classes not listed fall back to their nearest
+# listed base class, and finally to 400.
+_STATUS_BY_ERROR: dict[str, int] = {
+    "ChunkNotFound": 404,
+    "UnknownBatch": 404,
+    "BatchNotFound": 404,
+    "StampConflict": 409,
+    "BatchExists": 409,
+    "InsufficientSample": 422,
+    "InvalidSignature": 400,
+    "InvalidStamp": 400,
+    "InvalidChunk": 400,
+    "InvalidProof": 400,
+    "InvalidBatch": 400,
+    "BucketFull": 402,
+    "StoreClosed": 503,
+    "SampleBusy": 503,
+}
+
+
+def status_text(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def status_for(exc: BaseException) -> int:
+    """HTTP status for a library error: the nearest listed class in its MRO, else 400."""
+    for cls in type(exc).__mro__:
+        status = _STATUS_BY_ERROR.get(cls.__name__)
+        if status is not None:
+            return status
+    return 400
+
+
+def json_body(payload: Any) -> bytes:
+    """JSON the way the reference node writes it: compact keys, no HTML escaping, a newline."""
+    return (json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    resp = web.Response(status=status, body=json_body(payload), headers=headers)
+    resp.headers["Content-Type"] = JSON_CONTENT_TYPE
+    return resp
+
+
+def error_payload(status: int, message: str | None = None, reasons: Iterable[Mapping[str, str]] | None = None) -> dict:
+    body: dict[str, Any] = {"code": status, "message": message or status_text(status)}
+    reasons = list(reasons or ())
+    if reasons:
+        body["reasons"] = [{"field": r["field"], "error": r["error"]} for r in reasons]
+    return body
+
+
+def error_response(
+    status: int,
+    message: str | None = None,
+    reasons: Iterable[Mapping[str, str]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    return json_response(error_payload(status, message, reasons), status=status, headers=headers)
+
+
+class ApiError(Exception):
+    """Raised by handlers to answer with a JSON error; the middleware renders it."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str | None = None,
+        reasons: Iterable[Mapping[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.status = status
+        self.message = message or status_text(status)
+        self.reasons = list(reasons or ())
+        self.headers = dict(headers or {})
+        super().__init__(self.message)
+
+    def response(self) -> web.Response:
+        return error_response(self.status, self.message, self.reasons, self.headers)
+
+
+class ParamError(ApiError):
+    """A bad path, query or header parameter: 400 with the reference node's reasons list."""
+
+    def __init__(self, where: str, field: str, value: str, problem: str) -> None:
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        super().__init__(400, f"invalid {where} params", [{"field": field, "error": f"`{field}={shown}`: {problem}"}])
+
+
+def swarm_error_response(exc: SwarmError, prefix: str | None = None) -> web.Response:
+    status = status_for(exc)
+    message = str(exc) or type(exc).__name__
+    if prefix:
+        message = f"{prefix}: {message}"
+    return error_response(status, message)
+
+
+# Passed through the middleware unchanged: they carry their own body.
+_PASS_THROUGH_STATUSES = range(200, 400)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every failure into a JSON error; never let a traceback reach the client."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status in _PASS_THROUGH_STATUSES:
+            raise
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after", "www-authenticate")}
+        message = status_text(exc.status)
+        detail = (exc.text or "").strip()
+        if detail and not detail.startswith(f"{exc.status}:"):
+            message = f"{message}: {detail}"
+        return error_response(exc.status, message, headers=headers)
+    except SwarmError as exc:
+        return swarm_error_response(exc)
+    except (ConnectionResetError, TimeoutError) as exc:
+        # The client went away or a read timed out: nothing useful to answer.
+        log.info("request aborted", extra={"fields": {"path": request.path, "error": repr(exc)}})
+        return error_response(408, "request aborted")
+    except Exception:
+        log.exception("unhandled error", extra={"fields": {"method": request.method, "path": request.path}})
+        return error_response(500, "internal error")

@@ -1,0 +1,176 @@
+"""Postage batches: ``GET /batches``, ``GET /batches/{id}``, ``POST /batches``, ``DELETE /batches/{id}``.
+
+The two reads answer in the reference node's shape (``pkg/api/postage.go``):
+``{"batchID", "value" (decimal string), "start", "owner", "depth",
+"bucketDepth", "immutable", "batchTTL"}``. ``batchTTL`` is -1, the reference
+node's answer when it knows no chain price (this daemon follows no chain).
+
+The reference node learns batches from the chain; this daemon has no chain, so
+an operator registers them: ``POST /batches`` with the same JSON fields (no
+``batchTTL``) creates a batch (201) or replaces a known one (200), and
+``DELETE /batches/{id}`` forgets one. Both need admin rights (see ``api.auth``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from chunkstore.errors import SwarmError
+
+from .auth import require_admin
+from .errors import ApiError, json_response, status_for
+from .params import decode_hex
+from .state import state_of
+from .storeapi import make_batch
+
+MAX_BUCKET_DEPTH = 32
+UINT64_MAX = (1 << 64) - 1
+
+
+def render_batch(batch: Any) -> dict[str, Any]:
+    return {
+        "batchID": bytes(batch.id).hex(),
+        "value": str(int(batch.value)),
+        "start": int(batch.start),
+        "owner": bytes(batch.owner).hex(),
+        "depth": int(batch.depth),
+        "bucketDepth": int(batch.bucket_depth),
+        "immutable": bool(batch.immutable),
+        "batchTTL": -1,
+    }
+
+
+def _field_error(field: str, problem: str) -> ApiError:
+    return ApiError(400, f"invalid batch: {field} {problem}", [{"field": field, "error": problem}])
+
+
+def _hex_field(body: dict[str, Any], field: str, size: int) -> bytes:
+    v = body.get(field)
+    if not isinstance(v, str):
+        raise _field_error(field, f"must be a string of {2 * size} hex characters")
+    if len(v) != 2 * size:
+        raise _field_error(field, f"must be {2 * size} hex characters, got {len(v)}")
+    try:
+        return bytes.fromhex(v)
+    except ValueError:
+        raise _field_error(field, "is not hex") from None
+
+
+def _int_field(body: dict[str, Any], field: str, lo: int, hi: int) -> int:
+    v = body.get(field)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _field_error(field, f"must be an integer in {lo}..{hi}")
+    if not lo <= v <= hi:
+        raise _field_error(field, f"must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def parse_batch_json(raw: bytes) -> dict[str, Any]:
+    """Validate a ``POST /batches`` body into the store's batch fields, or a 400 naming the field."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"invalid request body: not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid request body: want a JSON object")
+    missing = [f for f in ("batchID", "owner", "depth", "bucketDepth", "immutable", "value", "start") if f not in body]
+    if missing:
+        raise ApiError(
+            400,
+            f"invalid batch: missing field(s) {', '.join(missing)}",
+            [{"field": f, "error": "required"} for f in missing],
+        )
+    batch_id = _hex_field(body, "batchID", 32)
+    owner = _hex_field(body, "owner", 20)
+    depth = _int_field(body, "depth", 0, 255)
+    bucket_depth = _int_field(body, "bucketDepth", 0, min(depth, MAX_BUCKET_DEPTH))
+    immutable = body["immutable"]
+    if not isinstance(immutable, bool):
+        raise _field_error("immutable", "must be true or false")
+    value = body["value"]
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        raise _field_error("value", "must be a non-negative decimal integer string, e.g. \"100000000\"")
+    start = _int_field(body, "start", 0, UINT64_MAX)
+    return {
+        "id": batch_id,
+        "owner": owner,
+        "depth": depth,
+        "bucket_depth": bucket_depth,
+        "immutable": immutable,
+        "value": int(value),
+        "start": start,
+    }
+
+
+def _get_batch(store: Any, batch_id: bytes) -> Any | None:
+    try:
+        return store.batches.get(batch_id)
+    except SwarmError as exc:
+        if status_for(exc) == 404:
+            return None
+        raise
+
+
+def _upsert(store: Any, batch: Any) -> bool:
+    """Add or replace; True when the batch is new."""
+    if _get_batch(store, batch.id) is None:
+        store.batches.add(batch)
+        return True
+    store.batches.update(batch)
+    return False
+
+
+def _remove(store: Any, batch_id: bytes) -> bool:
+    if _get_batch(store, batch_id) is None:
+        return False
+    store.batches.remove(batch_id)
+    return True
+
+
+async def list_batches(request: web.Request) -> web.Response:
+    st = state_of(request)
+    batches = await st.run(st.store.batches.list)
+    return json_response({"batches": [render_batch(b) for b in batches]})
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    st = state_of(request)
+    batch_id = decode_hex("path", "batch_id", request.match_info["batch_id"], size=32)
+    batch = await st.run(_get_batch, st.store, batch_id)
+    if batch is None:
+        raise ApiError(404, "batch not found")
+    return json_response(render_batch(batch))
+
+
+async def post_batch(request: web.Request) -> web.Response:
+    st = state_of(request)
+    require_admin(request, st.config.admin_token)
+    raw = await request.read()
+    fields = parse_batch_json(raw)
+    try:
+        batch = make_batch(**fields)
+        created = await st.run(_upsert, st.store, batch)
+    except SwarmError as exc:
+        raise ApiError(status_for(exc), f"invalid batch: {exc}") from None
+    return json_response(render_batch(batch), status=201 if created else 200)
+
+
+async def delete_batch(request: web.Request) -> web.Response:
+    st = state_of(request)
+    require_admin(request, st.config.admin_token)
+    batch_id = decode_hex("path", "batch_id", request.match_info["batch_id"], size=32)
+    removed = await st.run(_remove, st.store, batch_id)
+    if not removed:
+        raise ApiError(404, "batch not found")
+    return json_response({"code": 200, "message": "OK"})
+
+
+def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
+    for p in prefixes:
+        app.router.add_get(p + "/batches", list_batches, allow_head=False)
+        app.router.add_post(p + "/batches", post_batch)
+        app.router.add_get(p + "/batches/{batch_id}", get_batch, allow_head=False)
+        app.router.add_delete(p + "/batches/{batch_id}", delete_batch)

@@ -1,0 +1,194 @@
+"""Chunk endpoints: ``POST /chunks``, ``GET``/``HEAD /chunks/{address}``, ``POST /soc/{owner}/{id}``.
+
+Answers follow the reference node (``pkg/api/chunk.go``, ``soc.go``,
+``chunk_address.go``); where the reference answers 500 for a client's mistake
+(a body that is no valid chunk, a stamp that fits neither reading) this daemon
+answers 4xx naming the problem. Only pre-signed stamps are accepted: the
+daemon holds no batch keys, so ``Swarm-Postage-Batch-Id`` alone is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from chunkstore.errors import SwarmError
+from chunkstore.soc import verify_soc_signature
+from chunkstore.stamp import STAMP_SIZE
+
+from .errors import ApiError, ParamError, json_response, status_for
+from .params import decode_hex, parse_uint
+from .state import state_of
+
+log = logging.getLogger("chunkstore.api")
+
+SPAN_SIZE = 8
+CHUNK_WITH_SPAN = 4096 + SPAN_SIZE  # largest CAC (and wrapped CAC of a SOC)
+SOC_MAX_CHUNK = 32 + 65 + CHUNK_WITH_SPAN  # largest body of POST /chunks
+
+STAMP_HEADER = "Swarm-Postage-Stamp"
+BATCH_HEADER = "Swarm-Postage-Batch-Id"
+TAG_HEADER = "Swarm-Tag"
+
+MSG_NO_STAMP = f"Either '{STAMP_HEADER}' or '{BATCH_HEADER}' header must be set in the request"
+MSG_PRESIGNED = (
+    f"pre-signed stamps are required: send the 113-byte stamp as 226 hex characters in '{STAMP_HEADER}'; "
+    f"this node holds no batch keys, so '{BATCH_HEADER}' alone cannot be stamped"
+)
+
+
+def stamp_from_headers(request: web.Request) -> bytes:
+    """The raw 113-byte stamp of an upload, or an ApiError the way the reference words it."""
+    tag = request.headers.get(TAG_HEADER)
+    if tag:
+        parse_uint("header", TAG_HEADER, tag)
+    stamp_hex = request.headers.get(STAMP_HEADER, "")
+    batch_hex = request.headers.get(BATCH_HEADER, "")
+    if stamp_hex:
+        raw = decode_hex("header", STAMP_HEADER, stamp_hex)
+        if len(raw) != STAMP_SIZE:
+            raise ApiError(400, f"Stamp deserialization failure: stamp is {len(raw)} bytes; must be {STAMP_SIZE}")
+        return raw
+    if batch_hex:
+        decode_hex("header", BATCH_HEADER, batch_hex)
+        raise ApiError(400, MSG_PRESIGNED)
+    raise ApiError(400, MSG_NO_STAMP)
+
+
+async def read_body(request: web.Request, limit: int, too_large: str) -> bytes:
+    """Read a body of at most ``limit`` bytes; 413 (before reading, when the length is declared) otherwise."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise ApiError(413, f"{too_large}: body is {declared} bytes; at most {limit}")
+    data = await request.read()
+    if len(data) > limit:
+        raise ApiError(413, f"{too_large}: body is {len(data)} bytes; at most {limit}")
+    return data
+
+
+def _check_batch(store: Any, batch_id: bytes) -> None:
+    batch = store.batches.get(batch_id)
+    if batch is None:
+        raise ApiError(404, f"batch with id not found: {batch_id.hex()}")
+
+
+def _build_soc(store: Any, owner: bytes, soc_id: bytes, sig: bytes, wrapped: bytes, stamp: bytes) -> Any:
+    """The SOC of ``POST /soc`` after the reference's checks: batch known (404), signature by owner (401)."""
+    _check_batch(store, stamp[:32])
+    try:
+        return verify_soc_signature(owner, soc_id, sig, wrapped)
+    except SwarmError as exc:
+        kind = type(exc).__name__
+        what = "invalid address" if kind == "InvalidSignature" else "invalid chunk"
+        raise ApiError(401, f"{what}: {exc}") from None
+
+
+def _put_error(exc: SwarmError) -> ApiError:
+    """A store refusal as the reference words it, with the store's reason appended."""
+    status = status_for(exc)
+    kind = type(exc).__name__
+    if kind == "UnknownBatch":
+        prefix = "batch with id not found"
+    elif kind == "InvalidSignature":
+        prefix = "stamp signature is invalid"
+    elif kind == "InvalidStamp":
+        prefix = "stamp is invalid"
+    elif kind == "StampConflict":
+        prefix = "stamp conflicts with a stored chunk"
+    elif kind == "InvalidChunk":
+        prefix = "create chunk error"
+    elif kind == "BucketFull":
+        prefix = "batch is overissued"
+    else:
+        prefix = "chunk write error"
+    return ApiError(status, f"{prefix}: {exc}")
+
+
+def _created(request: web.Request, result: Any) -> web.Response:
+    st = state_of(request)
+    stored = bool(getattr(result, "stored", True))
+    st.metrics.puts.labels("stored" if stored else "duplicate").inc()
+    address = bytes(result.address)
+    resp = json_response({"reference": address.hex()}, status=201)
+    resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
+    return resp
+
+
+async def post_chunk(request: web.Request) -> web.Response:
+    st = state_of(request)
+    try:
+        stamp = stamp_from_headers(request)
+        data = await read_body(request, SOC_MAX_CHUNK, "Request Entity Too Large")
+        if len(data) < SPAN_SIZE:
+            raise ApiError(400, f"insufficient data length: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
+        try:
+            result = await st.extras["puts"].put(data, stamp)
+        except SwarmError as exc:
+            raise _put_error(exc) from None
+    except ApiError:
+        st.metrics.puts.labels("rejected").inc()
+        raise
+    return _created(request, result)
+
+
+async def post_soc(request: web.Request) -> web.Response:
+    st = state_of(request)
+    try:
+        owner = decode_hex("path", "owner", request.match_info["owner"], size=20)
+        soc_id = decode_hex("path", "id", request.match_info["id"], size=32)
+        sig_values = request.query.getall("sig", [])
+        if not sig_values or not sig_values[0]:
+            raise ParamError("query", "sig", "", "required")
+        sig = decode_hex("query", "sig", sig_values[0], size=65)
+        stamp = stamp_from_headers(request)
+        data = await read_body(request, CHUNK_WITH_SPAN, "payload too large")
+        if len(data) < SPAN_SIZE:
+            raise ApiError(400, f"short chunk data: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
+        try:
+            soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
+            result = await st.extras["puts"].put(soc.data, stamp, address=soc.address)
+        except SwarmError as exc:
+            raise _put_error(exc) from None
+    except ApiError:
+        st.metrics.puts.labels("rejected").inc()
+        raise
+    return _created(request, result)
+
+
+def _get_or_none(store: Any, address: bytes) -> bytes | None:
+    try:
+        return store.get(address)
+    except SwarmError as exc:
+        if status_for(exc) == 404:
+            return None
+        raise
+
+
+async def get_chunk(request: web.Request) -> web.Response:
+    st = state_of(request)
+    address = decode_hex("path", "address", request.match_info["address"], size=32)
+    data = await st.run(_get_or_none, st.store, address)
+    if data is None:
+        st.metrics.gets.labels("miss").inc()
+        raise ApiError(404, "chunk not found")
+    st.metrics.gets.labels("hit").inc()
+    return web.Response(body=bytes(data), content_type="application/octet-stream")
+
+
+async def head_chunk(request: web.Request) -> web.Response:
+    st = state_of(request)
+    address = decode_hex("path", "address", request.match_info["address"], size=32)
+    has = await st.run(st.store.has, address)
+    if not has:
+        raise ApiError(404)
+    return json_response({"code": 200, "message": "OK"})
+
+
+def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
+    for p in prefixes:
+        app.router.add_post(p + "/chunks", post_chunk, name=None if p else "chunks")
+        app.router.add_get(p + "/chunks/{address}", get_chunk, allow_head=False)
+        app.router.add_route("HEAD", p + "/chunks/{address}", head_chunk)
+        app.router.add_post(p + "/soc/{owner}/{id}", post_soc)

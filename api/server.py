@@ -1,0 +1,211 @@
+"""``chunkstore serve``: open the store, serve the HTTP API, drain and close on SIGTERM/SIGINT.
+
+Exit codes: 0 after a clean shutdown; 2 for bad flags or a data dir this build
+cannot use (unknown store format version, unreadable overlay file); 1 when
+the daemon cannot start otherwise (e.g. the port is taken).
+
+Start-up: the data dir is created if missing and the store opened; the
+overlay is ``--overlay`` when given, else the one kept in ``<data dir>/overlay``
+(generated and written there on first start). With ``--demo`` the server
+answers at once but ``/readiness`` says ``notReady`` until the demo fill has
+finished.
+
+Shutdown: on the first SIGTERM or SIGINT the listener closes, in-flight
+requests get up to ``--shutdown-timeout`` seconds to finish, a running sample
+is cancelled, the thread pool drains and the store is closed. A second signal
+during that is logged and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from chunkstore import __version__
+
+from .app import make_app
+from .config import Config, parse_config
+from .demo import fill_demo, write_private
+from .logs import setup_logging
+from .state import STATE
+from .storeapi import open_store, store_format_error
+
+log = logging.getLogger("chunkstore.server")
+
+OVERLAY_FILE = "overlay"
+
+
+class StartupError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def resolve_overlay(data_dir: Path, configured: str | None) -> bytes:
+    """The configured overlay, else the one kept in the data dir (written there on first start)."""
+    if configured:
+        return bytes.fromhex(configured)
+    path = Path(data_dir) / OVERLAY_FILE
+    if path.exists():
+        text = path.read_text().strip().lower().removeprefix("0x")
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raw = b""
+        if len(raw) != 32:
+            raise StartupError(f"{path} does not hold a 64-hex overlay address; fix or delete it", 2)
+        return raw
+    raw = os.urandom(32)
+    write_private(path, raw.hex() + "\n")
+    log.info("overlay generated", extra={"fields": {"overlay": raw.hex(), "file": str(path)}})
+    return raw
+
+
+async def serve(config: Config, store: Any, overlay: bytes, started: threading.Event | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, then drain; the caller closes ``store`` afterwards."""
+    app = make_app(store, config, overlay=overlay, ready=not config.demo)
+    state = app[STATE]
+    # drain() does the patient waiting; what is left afterwards is cut off quickly
+    runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None, handle_signals=False)
+    await runner.setup()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    demo_stop = threading.Event()
+    demo_future: asyncio.Future[Any] | None = None
+
+    def on_signal(signame: str) -> None:
+        if stop.is_set():
+            log.info("already shutting down", extra={"fields": {"signal": signame}})
+            return
+        log.info("shutting down", extra={"fields": {"signal": signame, "drain_timeout_s": config.shutdown_timeout}})
+        demo_stop.set()
+        stop.set()
+
+    try:
+        # handlers first: a signal right after "listening" must already drain, not kill
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        site = web.TCPSite(runner, config.host, config.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}", 1) from None
+        addresses = [a for a in runner.addresses if isinstance(a, tuple)]
+        port = addresses[0][1] if addresses else config.port
+        log.info(
+            "listening",
+            extra={"fields": {"url": f"http://{config.host}:{port}", "host": config.host, "port": port,
+                              "data_dir": str(config.data_dir), "overlay": overlay.hex(), "pid": os.getpid()}},
+        )
+
+        if config.demo:
+            demo_future = loop.run_in_executor(
+                state.executor,
+                lambda: fill_demo(store, config.data_dir, config.demo_chunks, stop=demo_stop),
+            )
+
+            def demo_done(fut: asyncio.Future[Any]) -> None:
+                if fut.cancelled():
+                    return
+                exc = fut.exception()
+                if exc is not None:  # the daemon still serves what the store holds
+                    log.error("demo fill failed", extra={"fields": {"error": repr(exc)}})
+                state.ready = True
+
+            demo_future.add_done_callback(demo_done)
+        if started is not None:
+            started.set()
+        await stop.wait()
+        await drain(runner, state, config.shutdown_timeout)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, ValueError, RuntimeError):
+                pass
+        demo_stop.set()
+        if demo_future is not None:
+            try:
+                await demo_future
+            except Exception:  # noqa: S110 - already logged by demo_done
+                pass
+        await runner.cleanup()
+        log.info("stopped", extra={"fields": {"data_dir": str(config.data_dir)}})
+
+
+async def drain(runner: web.AppRunner, state: Any, timeout: float) -> None:
+    """Stop listening, then let the requests already in handlers finish (bodies still arriving included).
+
+    aiohttp's own shutdown stops reading from connections at once, so an upload
+    whose body is still arriving would be cut off; hence this wait comes first.
+    """
+    for site in list(runner.sites):
+        await site.stop()
+    state.draining = True
+    if state.inflight:
+        log.info("draining", extra={"fields": {"in_flight": state.inflight, "timeout_s": timeout}})
+    if not await state.wait_idle(timeout):
+        log.warning("drain timeout; cutting off the remaining requests", extra={"fields": {"in_flight": state.inflight}})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``chunkstore serve``; returns the process exit code."""
+    try:
+        config = parse_config(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # argparse: 2 on bad flags, 0 for --help
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    setup_logging(config.log_format, config.log_level)
+    log.info(
+        "starting",
+        extra={"fields": {"version": __version__, "data_dir": str(config.data_dir), "host": config.host,
+                          "port": config.port, "workers": config.workers, "demo": config.demo,
+                          "admin_token": "set" if config.admin_token else "unset",
+                          "sampling_window_s": config.sampling_window, "max_body": config.max_body}},
+    )
+    format_error = store_format_error()
+    try:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.error("cannot create data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
+        return 2
+    try:
+        store = open_store(config.data_dir, shards=config.shards)
+    except format_error as exc:
+        log.error(
+            "data dir holds a store this version cannot open; refusing to start",
+            extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}},
+        )
+        return 2
+    except OSError as exc:
+        log.error("cannot open store", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
+        return 1
+    code = 0
+    try:
+        overlay = resolve_overlay(config.data_dir, config.overlay)
+        asyncio.run(serve(config, store, overlay))
+    except StartupError as exc:
+        log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
+        code = exc.code
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # Every request has drained and the thread pool is shut down by now.
+        try:
+            store.close()
+            log.info("store closed", extra={"fields": {"data_dir": str(config.data_dir)}})
+        except Exception as exc:
+            log.error("store close failed", extra={"fields": {"error": repr(exc)}})
+            code = code or 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
