@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench clean venv
+.PHONY: run test lint bench clean venv jsdeps
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 1; }
@@ -26,7 +26,13 @@ run: venv
 lint: venv
 	$(BIN)/ruff check .
 
-test: lint
+# The bee-js compatibility test drives the daemon with the real JavaScript
+# client; it needs node and npm (skipped with a reason when node is absent).
+jsdeps:
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --loglevel=error; \
+	else echo "node/npm not found: the bee-js test will be skipped"; fi
+
+test: lint jsdeps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

@@ -17,14 +17,14 @@ from aiohttp import web
 
 import chunkstore
 
-from . import routes_batches, routes_chunks, routes_rchash, routes_status
+from . import routes_batches, routes_chainstate, routes_chunks, routes_rchash, routes_status
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
 from .putqueue import PutQueue
 from .routes_rchash import SampleCoordinator
 from .state import STATE, AppState, SampleFn
-from .storeapi import reserve_sample
+from .storeapi import ReserveWorker, reserve_sample
 
 log = logging.getLogger("chunkstore.api")
 access_log = logging.getLogger("chunkstore.access")
@@ -146,13 +146,23 @@ def make_app(
     ``reserve_sample_async`` over ``store``; tests pass a fake. With
     ``close_store`` the store is closed on clean-up, after in-flight requests
     and thread-pool calls have finished.
+
+    ``overlay`` defaults to the store's; one given that differs from it
+    becomes the store's (its reserve counts proximity to it). A writable
+    store's reserve worker (eviction, expiry) runs from start-up to clean-up.
     """
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
+    reserve = getattr(store, "reserve", None)
+    writable = reserve is not None and not getattr(store, "readonly", False)
+    if overlay is None:
+        overlay = reserve.overlay if reserve is not None else bytes(32)
+    elif writable and reserve.overlay != overlay:
+        reserve.set_overlay(overlay)
     state = AppState(
         store=store,
         config=config,
-        overlay=overlay if overlay is not None else bytes(32),
+        overlay=overlay,
         metrics=metrics,
         executor=executor,
         sample_fn=sample_fn or default_sample_fn(store, config),
@@ -161,7 +171,11 @@ def make_app(
     )
     state.extras["sampler"] = SampleCoordinator(state.sample_fn, metrics, config.sample_wait)
     state.extras["puts"] = PutQueue(store, executor)
-    metrics.attach_store(store.stats, lambda: len(store.batches.list()))
+    metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=reserve is None)
+    if reserve is not None:
+        metrics.attach_reserve(reserve)
+    worker = ReserveWorker(reserve) if writable else None
+    state.extras["reserve_worker"] = worker
 
     app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware], client_max_size=config.max_body)
     app[STATE] = state
@@ -169,16 +183,24 @@ def make_app(
     routes_chunks.add_routes(app)
     routes_batches.add_routes(app)
     routes_rchash.add_routes(app)
+    routes_chainstate.add_routes(app)
+
+    async def on_startup(app: web.Application) -> None:
+        if worker is not None:
+            worker.start()
 
     async def on_cleanup(app: web.Application) -> None:
         coordinator: SampleCoordinator = state.extras["sampler"]
         if coordinator.busy:
             log.info("cancelling the running reserve sample; its current phase finishes before the store closes")
         await coordinator.close()
+        if worker is not None:  # its current step finishes; what is left resumes at the next start
+            await asyncio.get_running_loop().run_in_executor(None, worker.stop)
         await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
         if close_store:
             store.close()
             log.info("store closed", extra={"fields": {"data_dir": str(config.data_dir)}})
 
+    app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     return app

@@ -1,4 +1,5 @@
-"""Who may change postage batches (``POST /batches``, ``DELETE /batches/{id}``).
+"""Who may change postage batches and the chain state (``POST /batches``, ``DELETE /batches/{id}``,
+``POST /chainstate``).
 
 - A client on the loopback interface (127.0.0.0/8, ::1, or ::ffff:127.x) may,
   without a token.
@@ -42,11 +43,11 @@ def bearer_token(request: web.Request) -> str | None:
 
 
 def require_admin(request: web.Request, admin_token: str | None) -> None:
-    """Raise an ``ApiError`` (401/403) unless the request may change batches."""
+    """Raise an ``ApiError`` (401/403) unless the request may change batches or the chain state."""
     if is_loopback(request.remote):
         return
     if not admin_token:
-        raise ApiError(403, "batch changes are allowed from loopback only; no admin token is configured")
+        raise ApiError(403, "batch and chain state changes are allowed from loopback only; no admin token is configured")
     token = bearer_token(request)
     if token is None:
         raise ApiError(401, "admin token required: send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})

@@ -17,6 +17,9 @@ ENV_PREFIX = "CHUNKSTORE_"
 DEFAULT_PORT = 1633
 # The largest chunk upload the reference node accepts: a SOC (97-byte header) around a full CAC.
 SOC_MAX_BODY = 97 + 8 + 4096
+DEFAULT_RESERVE_CAPACITY = 1 << 22  # chunks, the reference node's
+MAX_CAPACITY_DOUBLING = 1  # the reference node allows at most one doubling
+MAX_RADIUS = 31
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,12 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     cors_allowed_origins: tuple[str, ...] = ()
+    reserve_capacity: int = DEFAULT_RESERVE_CAPACITY
+    reserve_capacity_doubling: int = 0
+    minimum_storage_radius: int = 0
+    reserve_min_evict_count: int = 1000
+    chainstate: Path | None = None
+    block_time: int = 5
 
 
 def env_name(flag: str) -> str:
@@ -97,6 +106,20 @@ def _overlay(value: str) -> str:
     return v
 
 
+def _doubling(value: str) -> int:
+    n = int(value)
+    if not 0 <= n <= MAX_CAPACITY_DOUBLING:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_CAPACITY_DOUBLING}, got {value}")
+    return n
+
+
+def _radius(value: str) -> int:
+    n = int(value)
+    if not 0 <= n <= MAX_RADIUS:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_RADIUS}, got {value}")
+    return n
+
+
 def _balance(value: str) -> int:
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"min batch balance must be a non-negative decimal integer, got {value!r}")
@@ -110,7 +133,7 @@ _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--port", _port, str(DEFAULT_PORT), "TCP port (0 picks a free one; the log says which)"),
     ("--workers", _positive_int, None, "sampler worker processes (default: CPU count)"),
     ("--overlay", _overlay, None, "node overlay address, 64 hex (default: generated once, kept in the data dir)"),
-    ("--admin-token", str, None, "bearer token that allows batch changes from non-loopback clients"),
+    ("--admin-token", str, None, "bearer token that allows batch and chain state changes from non-loopback clients"),
     ("--demo", bool, False, "on an empty store, register a demo batch and fill random stamped chunks"),
     ("--demo-chunks", _positive_int, "3000", "how many chunks --demo writes"),
     ("--sampling-window", _positive_float, "585", "seconds a sample must finish in (verdict of /rchash?verbose=true)"),
@@ -123,6 +146,12 @@ _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--log-format", str, "json", "json (JSON lines) or kv (key=value)"),
     ("--log-level", str, "info", "debug, info, warning or error"),
     ("--cors-allowed-origins", str, "", "comma-separated origins browsers may call from (* for any)"),
+    ("--reserve-capacity", _positive_int, str(DEFAULT_RESERVE_CAPACITY), "reserve capacity in chunks, before doubling"),
+    ("--reserve-capacity-doubling", _doubling, "0", "double the reserve capacity this many times (0 or 1)"),
+    ("--minimum-storage-radius", _radius, "0", "storage radius floor; chunks farther from the overlay are refused"),
+    ("--reserve-min-evict-count", _positive_int, "1000", "entries evicted at least per batch visited when over capacity"),
+    ("--chainstate", str, None, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
+    ("--block-time", _positive_int, "5", "seconds per block, for batchTTL"),
 ]
 
 
@@ -188,4 +217,10 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         log_format=ns.log_format,
         log_level=ns.log_level.lower(),
         cors_allowed_origins=tuple(o.strip() for o in ns.cors_allowed_origins.split(",") if o.strip()),
+        reserve_capacity=ns.reserve_capacity,
+        reserve_capacity_doubling=ns.reserve_capacity_doubling,
+        minimum_storage_radius=ns.minimum_storage_radius,
+        reserve_min_evict_count=ns.reserve_min_evict_count,
+        chainstate=Path(ns.chainstate) if ns.chainstate else None,
+        block_time=ns.block_time,
     )

@@ -26,6 +26,7 @@ from typing import Any
 from chunkstore.cac import make_cac
 from chunkstore.errors import SwarmError
 from chunkstore.keccak import keccak256
+from chunkstore.proximity import proximity
 from chunkstore.signer import Signer
 from chunkstore.soc import make_soc
 from chunkstore.stamp import bucket_of, sign_stamp
@@ -117,6 +118,9 @@ def fill_demo(
         log.info("demo: store already holds chunks; not filling", extra={"fields": {"batch_id": batch.id.hex()}})
         return DemoReport(batch.id, signer.address, 0, 0, False, time.perf_counter() - t0)
     rng = random.Random(seed)
+    reserve = getattr(store, "reserve", None)
+    # With a storage radius, only chunks of the node's neighbourhood are accepted.
+    overlay, radius = (reserve.overlay, reserve.radius) if reserve is not None else (b"", 0)
     slots: dict[int, int] = {}
     cacs = socs = 0
     pending: list[tuple[bytes, bytes]] = []
@@ -145,6 +149,8 @@ def fill_demo(
             address, data = soc.address, soc.data
         else:
             address, data = make_cac(payload)
+        if radius and proximity(overlay, address) < radius:
+            continue
         bucket = bucket_of(address, BUCKET_DEPTH)
         position = slots.get(bucket, 0)
         if position >= 1 << (DEPTH - BUCKET_DEPTH):

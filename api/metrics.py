@@ -11,9 +11,23 @@ Reserve-sample metrics carry the reference node's names (``pkg/storer/metrics.go
   iteration_duration_seconds, stamp_validation_duration_seconds);
 - ``bee_localstore_reserve_sample_last_run_timestamp``: Unix seconds.
 
+Reserve metrics, read from ``store.reserve`` at scrape time, carry the
+reference's names where it has one: ``bee_localstore_reserve_size`` (stamp
+entries, as the reference counts), ``bee_localstore_reserve_size_within_radius``,
+``bee_localstore_storage_radius``, ``bee_localstore_evicted_count`` (capacity
+evictions), ``bee_localstore_expired_count`` (entries of expired batches),
+``bee_localstore_expired_batch_count``, ``bee_localstore_over_cap_trigger_count``;
+and this daemon's ``chunkstore_reserve_capacity``,
+``chunkstore_reserve_committed_depth`` and
+``chunkstore_reserve_evictions_total{reason}`` (reason ``capacity``,
+``expiry`` or ``radius``: entries swept after the radius was raised by hand
+or the overlay changed). Counts are since the process started; the
+``bee_*`` counts are exposed as gauges so that their names are exactly the
+reference's (a counter would gain a ``_total`` suffix).
+
 Store and HTTP metrics are this daemon's own: ``chunkstore_reserve_chunks``,
 ``chunkstore_reserve_stamps``, ``chunkstore_reserve_bytes``,
-``chunkstore_batches`` and ``bee_localstore_reserve_size`` (read from the store
+``chunkstore_batches`` (read from the store
 at scrape time), ``chunkstore_chunk_puts_total{outcome}``,
 ``chunkstore_chunk_gets_total{outcome}``, ``chunkstore_http_requests_total{method,route,code}``,
 ``chunkstore_http_request_duration_seconds{method,route}``,
@@ -28,7 +42,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 log = logging.getLogger("chunkstore.api")
@@ -59,9 +73,12 @@ SUMMARY_FIELDS: dict[str, str | None] = {
 class StoreCollector(Collector):
     """Reads the store's counts at scrape time (the scrape runs off the event loop)."""
 
-    def __init__(self, stats: Callable[[], Mapping[str, Any]], batch_count: Callable[[], int]) -> None:
+    def __init__(
+        self, stats: Callable[[], Mapping[str, Any]], batch_count: Callable[[], int], reserve_size: bool = True
+    ) -> None:
         self._stats = stats
         self._batch_count = batch_count
+        self._reserve_size = reserve_size  # off when a ReserveCollector reports it
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         try:
@@ -79,7 +96,52 @@ class StoreCollector(Collector):
             "chunkstore_reserve_bytes", "Bytes of chunk data held.", value=float(stats.get("bytes", 0))
         )
         yield GaugeMetricFamily("chunkstore_batches", "Postage batches registered.", value=float(batches))
-        yield GaugeMetricFamily("bee_localstore_reserve_size", "Number of chunks in reserve.", value=chunks)
+        if self._reserve_size:
+            yield GaugeMetricFamily("bee_localstore_reserve_size", "Number of chunks in reserve.", value=chunks)
+
+
+REASONS = ("capacity", "expiry", "radius")
+
+
+class ReserveCollector(Collector):
+    """The reserve's sizes, radius and eviction counts, read at scrape time (no scan)."""
+
+    def __init__(self, reserve: Any) -> None:
+        self._reserve = reserve
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        r = self._reserve
+        try:
+            status = r.status()
+        except Exception as exc:  # a closed or failing store must not break the scrape
+            log.warning("reserve status unavailable for metrics", extra={"fields": {"error": repr(exc)}})
+            return
+        yield GaugeMetricFamily("bee_localstore_reserve_size", "Number of chunks in reserve.", value=float(status.size))
+        yield GaugeMetricFamily(
+            "bee_localstore_reserve_size_within_radius", "Number of chunks in reserve with proximity >= storage radius.",
+            value=float(status.size_within_radius),
+        )
+        yield GaugeMetricFamily("bee_localstore_storage_radius", "Radius of responsibility reserve storage.",
+                                value=float(status.radius))
+        yield GaugeMetricFamily("chunkstore_reserve_capacity", "Reserve capacity in chunks (with doubling).",
+                                value=float(status.capacity))
+        yield GaugeMetricFamily("chunkstore_reserve_committed_depth", "Storage radius plus capacity doubling.",
+                                value=float(status.committed_depth))
+        evictions = dict(r.evictions)
+        by_reason = CounterMetricFamily(
+            "chunkstore_reserve_evictions", "Reserve entries evicted, by reason.", labels=["reason"]
+        )
+        for reason in REASONS:
+            by_reason.add_metric([reason], float(evictions.get(reason, 0)))
+        yield by_reason
+        yield GaugeMetricFamily("bee_localstore_evicted_count", "Number of chunks evicted from reserve.",
+                                  value=float(evictions.get("capacity", 0)))
+        yield GaugeMetricFamily("bee_localstore_expired_count", "Number of chunks expired from reserve.",
+                                  value=float(evictions.get("expiry", 0)))
+        yield GaugeMetricFamily("bee_localstore_expired_batch_count", "Number of batches expired.",
+                                  value=float(r.expired_batches))
+        yield GaugeMetricFamily("bee_localstore_over_cap_trigger_count", "Number of times the reserve was over capacity.",
+                                  value=float(r.over_capacity_triggers))
 
 
 class Metrics:
@@ -124,8 +186,13 @@ class Metrics:
         for outcome in ("hit", "miss"):
             self.gets.labels(outcome)
 
-    def attach_store(self, stats: Callable[[], Mapping[str, Any]], batch_count: Callable[[], int]) -> None:
-        self.registry.register(StoreCollector(stats, batch_count))
+    def attach_store(
+        self, stats: Callable[[], Mapping[str, Any]], batch_count: Callable[[], int], reserve_size: bool = True
+    ) -> None:
+        self.registry.register(StoreCollector(stats, batch_count, reserve_size))
+
+    def attach_reserve(self, reserve: Any) -> None:
+        self.registry.register(ReserveCollector(reserve))
 
     def record_sample(self, duration: float, stats: Any | None, ok: bool) -> None:
         """Record one sampling run like the reference node does (summary set on success and failure)."""

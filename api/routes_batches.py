@@ -2,8 +2,11 @@
 
 The two reads answer in the reference node's shape (``pkg/api/postage.go``):
 ``{"batchID", "value" (decimal string), "start", "owner", "depth",
-"bucketDepth", "immutable", "batchTTL"}``. ``batchTTL`` is -1, the reference
-node's answer when it knows no chain price (this daemon follows no chain).
+"bucketDepth", "immutable", "batchTTL"}``. ``batchTTL`` is the reference's
+estimate from the chain state (``POST /chainstate``):
+``(value - totalAmount) * blockTime / currentPrice`` seconds, and -1, the
+reference node's answer when it knows no price, until a chain state with a
+non-zero price is set.
 
 The reference node learns batches from the chain; this daemon has no chain, so
 an operator registers them: ``POST /batches`` with the same JSON fields (no
@@ -23,14 +26,15 @@ from chunkstore.errors import SwarmError
 from .auth import require_admin
 from .errors import ApiError, json_response, status_for
 from .params import decode_hex
+from .routes_chainstate import current
 from .state import state_of
-from .storeapi import make_batch
+from .storeapi import batch_ttl, make_batch
 
 MAX_BUCKET_DEPTH = 32
 UINT64_MAX = (1 << 64) - 1
 
 
-def render_batch(batch: Any) -> dict[str, Any]:
+def render_batch(batch: Any, chain: Any = None, block_time: int = 5) -> dict[str, Any]:
     return {
         "batchID": bytes(batch.id).hex(),
         "value": str(int(batch.value)),
@@ -39,7 +43,7 @@ def render_batch(batch: Any) -> dict[str, Any]:
         "depth": int(batch.depth),
         "bucketDepth": int(batch.bucket_depth),
         "immutable": bool(batch.immutable),
-        "batchTTL": -1,
+        "batchTTL": batch_ttl(int(batch.value), chain, block_time),
     }
 
 
@@ -130,19 +134,28 @@ def _remove(store: Any, batch_id: bytes) -> bool:
     return True
 
 
+def _list(store: Any) -> tuple[list[Any], Any]:
+    return store.batches.list(), current(store)
+
+
+def _get_with_chain(store: Any, batch_id: bytes) -> tuple[Any | None, Any]:
+    return _get_batch(store, batch_id), current(store)
+
+
 async def list_batches(request: web.Request) -> web.Response:
     st = state_of(request)
-    batches = await st.run(st.store.batches.list)
-    return json_response({"batches": [render_batch(b) for b in batches]})
+    batches, chain = await st.run(_list, st.store)
+    bt = st.config.block_time
+    return json_response({"batches": [render_batch(b, chain, bt) for b in batches]})
 
 
 async def get_batch(request: web.Request) -> web.Response:
     st = state_of(request)
     batch_id = decode_hex("path", "batch_id", request.match_info["batch_id"], size=32)
-    batch = await st.run(_get_batch, st.store, batch_id)
+    batch, chain = await st.run(_get_with_chain, st.store, batch_id)
     if batch is None:
         raise ApiError(404, "batch not found")
-    return json_response(render_batch(batch))
+    return json_response(render_batch(batch, chain, st.config.block_time))
 
 
 async def post_batch(request: web.Request) -> web.Response:
@@ -153,9 +166,10 @@ async def post_batch(request: web.Request) -> web.Response:
     try:
         batch = make_batch(**fields)
         created = await st.run(_upsert, st.store, batch)
+        chain = await st.run(current, st.store)
     except SwarmError as exc:
         raise ApiError(status_for(exc), f"invalid batch: {exc}") from None
-    return json_response(render_batch(batch), status=201 if created else 200)
+    return json_response(render_batch(batch, chain, st.config.block_time), status=201 if created else 200)
 
 
 async def delete_batch(request: web.Request) -> web.Response:

@@ -101,6 +101,8 @@ def _put_error(exc: SwarmError) -> ApiError:
         prefix = "create chunk error"
     elif kind == "BucketFull":
         prefix = "batch is overissued"
+    elif kind == "OutOfRadius":
+        prefix = "chunk is outside the storage radius"
     else:
         prefix = "chunk write error"
     return ApiError(status, f"{prefix}: {exc}")

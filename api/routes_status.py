@@ -10,19 +10,25 @@ network and follows no chain, so several fields have fixed, honest values:
     and kept in the data dir;
   - ``proximity``: 256, as the reference node reports for itself;
   - ``beeMode``: ``"full"`` (the node keeps a reserve and can sample it);
-  - ``reserveSize``: chunks in the store;
-  - ``reserveSizeWithinRadius``: the same number, since the radius is 0;
+  - ``reserveSize``: stamp entries in the reserve (one per chunk and stamp,
+    as the reference counts; equal to the chunk count when each chunk has
+    one stamp);
+  - ``reserveSizeWithinRadius``: those at proximity >= the storage radius to
+    the overlay (from per-bin counters; no scan);
   - ``pullsyncRate``: 0 (no syncing);
-  - ``storageRadius``: 0 (no network; the whole address space is ours);
+  - ``storageRadius``: the reserve's radius (0 on a fresh store; raised by
+    capacity eviction or ``--minimum-storage-radius``);
   - ``connectedPeers``, ``neighborhoodSize``: 0 (no peers);
   - ``batchCommitment``: sum of ``2^depth`` over registered batches (the reference's rule);
   - ``isReachable``: false (no p2p listener);
-  - ``lastSyncedBlock``: 0 (no chain);
-  - ``committedDepth``: 0 (radius 0, no capacity doubling);
+  - ``lastSyncedBlock``: the block of the chain state set by the operator (0 before);
+  - ``committedDepth``: storage radius + capacity doubling;
   - ``isWarmingUp``: false.
 
-``/reservestate``: ``radius`` 0, ``storageRadius`` 0, ``commitment`` as
-``batchCommitment`` above, ``reserveCapacityDoubling`` 0.
+``/reservestate``: ``radius`` is the batch store's radius, the reference's
+``ceil(log2(commitment / capacity))`` (0 while the commitment fits);
+``storageRadius`` the reserve's; ``commitment`` as ``batchCommitment``
+above; ``reserveCapacityDoubling`` the configured doubling.
 
 ``/health`` always answers ``"ok"`` while the process serves; ``/readiness``
 answers ``"ready"`` (200) once the store is open and any ``--demo`` fill is
@@ -33,6 +39,7 @@ served.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +48,7 @@ from .errors import json_response
 from .metrics import CONTENT_TYPE
 from .state import API_VERSION, state_of
 
+UINT8_MAX = 255  # the reference keeps this radius in a uint8
 WELCOME = "chunkstore: Swarm chunk store (a subset of the Bee API)\n"
 
 
@@ -60,31 +68,63 @@ async def readiness(request: web.Request) -> web.Response:
     return json_response({"status": "notReady", "version": st.version, "apiVersion": API_VERSION}, status=400)
 
 
-def _reserve_numbers(store: Any) -> tuple[int, int]:
-    """(chunks in the store, batch commitment)."""
-    stats = store.stats()
+@dataclass(frozen=True)
+class ReserveNumbers:
+    size: int
+    size_within_radius: int
+    radius: int
+    doubling: int
+    capacity: int
+    commitment: int
+    last_block: int
+
+    @property
+    def batchstore_radius(self) -> int:
+        """The reference batch store's radius: the least r with commitment <= capacity * 2^r."""
+        r = 0
+        while r < UINT8_MAX and self.capacity << r < self.commitment:
+            r += 1
+        return r
+
+
+def reserve_numbers(store: Any) -> ReserveNumbers:
+    """Everything ``/status`` and ``/reservestate`` show, read without scanning the chunks."""
     commitment = sum(1 << int(b.depth) for b in store.batches.list())
-    return int(stats.get("chunks", 0)), commitment
+    reserve = getattr(store, "reserve", None)
+    if reserve is None:  # a store without a reserve view: all of it is "within radius 0"
+        chunks = int(store.stats().get("chunks", 0))
+        return ReserveNumbers(chunks, chunks, 0, 0, 1 << 22, commitment, 0)
+    status = reserve.status()
+    chain = reserve.chainstate
+    return ReserveNumbers(
+        size=status.size,
+        size_within_radius=status.size_within_radius,
+        radius=status.radius,
+        doubling=status.doubling,
+        capacity=status.capacity,
+        commitment=commitment,
+        last_block=0 if chain is None else chain.block,
+    )
 
 
 async def status(request: web.Request) -> web.Response:
     st = state_of(request)
-    chunks, commitment = await st.run(_reserve_numbers, st.store)
+    n = await st.run(reserve_numbers, st.store)
     return json_response(
         {
             "overlay": st.overlay.hex(),
             "proximity": 256,
             "beeMode": "full",
-            "reserveSize": chunks,
-            "reserveSizeWithinRadius": chunks,
+            "reserveSize": n.size,
+            "reserveSizeWithinRadius": n.size_within_radius,
             "pullsyncRate": 0,
-            "storageRadius": 0,
+            "storageRadius": n.radius,
             "connectedPeers": 0,
             "neighborhoodSize": 0,
-            "batchCommitment": commitment,
+            "batchCommitment": n.commitment,
             "isReachable": False,
-            "lastSyncedBlock": 0,
-            "committedDepth": 0,
+            "lastSyncedBlock": n.last_block,
+            "committedDepth": n.radius + n.doubling,
             "isWarmingUp": False,
         }
     )
@@ -92,8 +132,15 @@ async def status(request: web.Request) -> web.Response:
 
 async def reserve_state(request: web.Request) -> web.Response:
     st = state_of(request)
-    _, commitment = await st.run(_reserve_numbers, st.store)
-    return json_response({"radius": 0, "storageRadius": 0, "commitment": commitment, "reserveCapacityDoubling": 0})
+    n = await st.run(reserve_numbers, st.store)
+    return json_response(
+        {
+            "radius": n.batchstore_radius,
+            "storageRadius": n.radius,
+            "commitment": n.commitment,
+            "reserveCapacityDoubling": n.doubling,
+        }
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -4,9 +4,13 @@ Exit codes: 0 after a clean shutdown; 2 for bad flags or a data dir this build
 cannot use (unknown store format version, unreadable overlay file); 1 when
 the daemon cannot start otherwise (e.g. the port is taken).
 
-Start-up: the data dir is created if missing and the store opened; the
-overlay is ``--overlay`` when given, else the one kept in ``<data dir>/overlay``
-(generated and written there on first start). With ``--demo`` the server
+Start-up: the data dir is created if missing; the overlay is ``--overlay``
+when given, else the one kept in ``<data dir>/overlay`` (generated and written
+there on first start); the store is opened with that overlay and the reserve
+settings (``--reserve-capacity``, ``--reserve-capacity-doubling``,
+``--minimum-storage-radius``); a ``--chainstate`` file (the ``GET
+/chainstate`` JSON shape) is loaded into it, and the reserve worker starts
+with the server (it resumes any eviction a crash interrupted). With ``--demo`` the server
 answers at once but ``/readiness`` says ``notReady`` until the demo fill has
 finished.
 
@@ -19,6 +23,7 @@ during that is logged and ignored.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -36,7 +41,7 @@ from .config import Config, parse_config
 from .demo import fill_demo, write_private
 from .logs import setup_logging
 from .state import STATE
-from .storeapi import open_store, store_format_error
+from .storeapi import ChainState, InvalidChainState, open_store, parse_chainstate, reserve_options, store_format_error
 
 log = logging.getLogger("chunkstore.server")
 
@@ -67,6 +72,18 @@ def resolve_overlay(data_dir: Path, configured: str | None) -> bytes:
     write_private(path, raw.hex() + "\n")
     log.info("overlay generated", extra={"fields": {"overlay": raw.hex(), "file": str(path)}})
     return raw
+
+
+def load_chainstate(path: Path | None) -> ChainState | None:
+    """The chain state in a ``--chainstate`` file, or None without one; a bad file is a start-up error."""
+    if path is None:
+        return None
+    try:
+        return parse_chainstate(json.loads(Path(path).read_text()))
+    except OSError as exc:
+        raise StartupError(f"cannot read the chain state file {path}: {exc.strerror or exc}", 2) from None
+    except (ValueError, InvalidChainState) as exc:
+        raise StartupError(f"{path} is not a chain state ({{block, totalAmount, currentPrice}}): {exc}", 2) from None
 
 
 async def serve(config: Config, store: Any, overlay: bytes, started: threading.Event | None = None) -> None:
@@ -177,7 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot create data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 2
     try:
-        store = open_store(config.data_dir, shards=config.shards)
+        # The overlay first: the store counts its reserve by proximity to it.
+        overlay = resolve_overlay(config.data_dir, config.overlay)
+        chainstate = load_chainstate(config.chainstate)
+    except StartupError as exc:
+        log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
+        return exc.code
+    try:
+        store = open_store(config.data_dir, shards=config.shards, overlay=overlay, reserve=reserve_options(config))
     except format_error as exc:
         log.error(
             "data dir holds a store this version cannot open; refusing to start",
@@ -189,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     code = 0
     try:
-        overlay = resolve_overlay(config.data_dir, config.overlay)
+        if chainstate is not None:
+            store.reserve.set_chainstate(chainstate)
+            log.info("chain state loaded", extra={"fields": {"file": str(config.chainstate), **chainstate.to_json()}})
         asyncio.run(serve(config, store, overlay))
     except StartupError as exc:
         log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})

@@ -5,6 +5,9 @@ batch removes every stamp of it from the shards and every chunk left without
 a stamp. Removal first marks the record "removing" (a durable commit), then
 purges the shards in bounded transactions, then deletes the record: a crash
 part-way leaves the mark, and the next writable open finishes the purge.
+The writer lock is held per purge transaction, not for the whole removal, so
+uploads of other batches go on meanwhile (the marked batch's stamps are
+already refused); a purge asked to stop part-way leaves the mark too.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ _RECORD_VERSION = 1
 _LIVE = 0
 _REMOVING = 1
 _FIXED = 1 + 1 + OWNER_SIZE + 1 + 1 + 1 + 8  # version, state, owner, depth, bucket depth, immutable, start
+
+ShouldStop = Callable[[], bool]
+
+
+class PurgeInterrupted(Exception):  # a control-flow signal, not a SwarmError: nothing was wrong
+    """A batch purge stopped part-way on request; the "removing" mark stays for the next open to finish."""
 
 
 @dataclass(frozen=True)
@@ -109,13 +118,15 @@ class BatchStore:
         *,
         readonly: bool,
         write_lock: Callable[[], AbstractContextManager[object]],
-        purge: Callable[[bytes], int],
+        purge: Callable[[bytes, ShouldStop | None], int],
+        changed: Callable[[], None] | None = None,
     ) -> None:
         self._env = env
         self._db = db
         self._readonly = readonly
         self._write_lock = write_lock
         self._purge = purge
+        self._changed = changed  # told after an add or update (the reserve checks expiry)
 
     # Reads.
 
@@ -175,6 +186,8 @@ class BatchStore:
             if txn.get(batch.id, db=self._db) is not None:
                 raise BatchExists(f"batch {batch.id.hex()} already exists")
             txn.put(batch.id, encode_batch(batch), db=self._db)
+        if self._changed is not None:
+            self._changed()
 
     def update(self, batch: Batch) -> None:
         """Replace a batch's record (top-up, dilution).
@@ -198,24 +211,33 @@ class BatchStore:
             if batch.depth < old.depth:
                 raise InvalidBatch(f"{where}: depth cannot decrease ({old.depth} -> {batch.depth})")
             txn.put(batch.id, encode_batch(batch), db=self._db)
+        if self._changed is not None:
+            self._changed()
 
-    def remove(self, batch_id: bytes) -> int:
-        """Remove a batch, its stamps, and chunks left without stamps; returns stamps removed."""
+    def remove(self, batch_id: bytes, should_stop: ShouldStop | None = None) -> int:
+        """Remove a batch, its stamps, and chunks left without stamps; returns stamps removed.
+
+        ``should_stop`` is asked between purge transactions; when it says
+        yes, ``PurgeInterrupted`` is raised and the removal is left marked.
+        """
         self._check_writable()
         batch_id = bytes(batch_id)
-        with self._write_lock():
-            with self._env.begin(write=True) as txn:
-                raw = txn.get(batch_id, db=self._db)
-                if raw is None or self._live(batch_id, raw) is None:
-                    raise UnknownBatch(batch_id)
-                batch, _ = decode_batch(batch_id, raw)
-                txn.put(batch_id, encode_batch(batch, _REMOVING), db=self._db)
-            return self.finish_removal(batch_id)
+        with self._write_lock(), self._env.begin(write=True) as txn:
+            raw = txn.get(batch_id, db=self._db)
+            if raw is None or self._live(batch_id, raw) is None:
+                raise UnknownBatch(batch_id)
+            batch, _ = decode_batch(batch_id, raw)
+            txn.put(batch_id, encode_batch(batch, _REMOVING), db=self._db)
+        return self.finish_removal(batch_id, should_stop)
 
-    def finish_removal(self, batch_id: bytes) -> int:
-        """Purge the shards of a batch marked removing, then drop its record (caller holds the lock)."""
-        removed = self._purge(batch_id)
-        with self._env.begin(write=True) as txn:
+    def finish_removal(self, batch_id: bytes, should_stop: ShouldStop | None = None) -> int:
+        """Purge the shards of a batch marked removing, then drop its record.
+
+        The purge takes the writer lock per transaction; the record goes last,
+        under the lock, so a crash before that leaves the mark for recovery.
+        """
+        removed = self._purge(batch_id, should_stop)
+        with self._write_lock(), self._env.begin(write=True) as txn:
             txn.delete(batch_id, db=self._db)
         return removed
 

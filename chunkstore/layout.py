@@ -52,6 +52,20 @@ INFO_FORMAT = b"format"
 INFO_SHARDS = b"shards"
 INFO_SHARD = b"shard"
 INFO_BYTES = b"bytes"
+# Reserve keys. In a shard's info: the overlay its bin counters are relative
+# to, and the counters (stamp entries per proximity bin to that overlay), kept
+# in the same transactions as the entries (chunkstore/bins.py). In the meta
+# info: the node's overlay, storage radius, a pending radius sweep and the
+# chain state (chunkstore/reserve.py, chainstate.py). They are derived or
+# optional state: a store without them (written before they existed) opens
+# as one with overlay unset, radius 0 and no chain state, and its counters are
+# recounted by the first writable open, so the format version stays 1.
+INFO_OVERLAY = b"overlay"
+INFO_BINS = b"bins"
+INFO_RADIUS = b"radius"
+INFO_SWEEP = b"sweep"
+INFO_CHAINSTATE = b"chainstate"
+BIN_COUNT = MAX_PO + 1  # proximity bins 0..31
 
 SLOT_KEY_SIZE = BATCH_ID_SIZE + INDEX_SIZE  # 40
 STAMP_KEY_SIZE = ADDRESS_SIZE + SLOT_KEY_SIZE  # 72

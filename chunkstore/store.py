@@ -4,6 +4,8 @@ Chunks are spread over N shard environments by their last address byte; in
 each shard keys are in address order, so a neighbourhood (an address prefix)
 is one key range per shard. Batches live in a separate meta environment. See
 chunkstore/README.md for the on-disk layout and the crash-safety argument.
+``store.reserve`` (chunkstore/reserve.py) is the node's view of it: overlay,
+storage radius, capacity, sizes, chain state and eviction.
 
 Reads never lock; every change takes the writer lock (threads and processes).
 """
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from .admission import Admitted, StampLike, admit
-from .batchstore import Batch, BatchStore, decode_batch
+from .batchstore import Batch, BatchStore, PurgeInterrupted, ShouldStop, decode_batch
 from .errors import InvalidChunk
 from .layout import (
     ADDRESS_SIZE,
@@ -29,6 +31,7 @@ from .layout import (
     shard_of,
 )
 from .recovery import recover
+from .reserve import Reserve, ReserveOptions
 from .shard import Buffer, Entry, Shard
 from .stamp import Stamp
 from .store_errors import StoreFormatError, StoreReadOnly, UnknownBatch
@@ -55,7 +58,9 @@ class ChunkStore:
 
     ``shards`` fixes the shard count of a new store (default 4); for an
     existing store it must be None or match. ``map_size`` is the LMDB map size
-    of each environment (address space, not disk).
+    of each environment (address space, not disk). ``overlay`` is the node's
+    overlay address (default: the stored one, else generated and stored);
+    ``reserve`` sets capacity and eviction (``ReserveOptions``).
     """
 
     def __init__(
@@ -65,6 +70,8 @@ class ChunkStore:
         *,
         readonly: bool = False,
         map_size: int = DEFAULT_MAP_SIZE,
+        overlay: bytes | None = None,
+        reserve: ReserveOptions | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
@@ -93,7 +100,10 @@ class ChunkStore:
                     readonly=readonly,
                     write_lock=self._writing,
                     purge=self._purge_batch,
+                    changed=lambda: self.reserve.wake(),
                 )
+                # Before recovery, so that its writes keep the bin counters too.
+                self.reserve = Reserve(self, overlay, reserve or ReserveOptions())
                 self.recovered = {} if readonly else recover(self._shards, self.batches)
         except BaseException:
             self.close()
@@ -113,6 +123,9 @@ class ChunkStore:
             return
         self._closed = True
         try:
+            reserve: Reserve | None = getattr(self, "reserve", None)
+            if reserve is not None:
+                reserve.close()  # a background eviction must end before the environments do
             if self._settled and self._lock is not None and self._shards:
                 self._flush_settled()
         finally:
@@ -246,11 +259,14 @@ class ChunkStore:
     def _store(self, admitted: list[Admitted]) -> list[PutResult]:
         with self._writing():
             admitted = [self._recheck(item) for item in admitted]
+            in_radius = self.reserve.admission_check()
             session = self._session()
             results = []
             try:
                 for i, item in enumerate(admitted):
                     try:
+                        if in_radius is not None:
+                            in_radius(item.address)
                         results.append(PutResult(item.address, item.chunk_type, session.apply(item)))
                     except Exception as exc:
                         if len(admitted) > 1:
@@ -260,6 +276,7 @@ class ChunkStore:
             except BaseException:
                 session.abort()
                 raise
+        self.reserve.after_write()
         return results
 
     def _lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
@@ -276,17 +293,21 @@ class ChunkStore:
             return item
         return admit(item.data, item.stamp, self._lookup, item.address)
 
-    def _purge_batch(self, batch_id: bytes) -> int:
+    def _purge_batch(self, batch_id: bytes, should_stop: ShouldStop | None = None) -> int:
         removed = 0
         for s in range(self.shard_count):
             while True:
-                session = self._session()
-                try:
-                    n = session.purge_batch_part(s, batch_id, PURGE_STEP)
-                    session.commit()
-                except BaseException:
-                    session.abort()
-                    raise
+                if should_stop is not None and should_stop():
+                    raise PurgeInterrupted(batch_id.hex())
+                # The lock per step, not per purge: puts wait at most one step.
+                with self._writing():
+                    session = self._session()
+                    try:
+                        n = session.purge_batch_part(s, batch_id, PURGE_STEP)
+                        session.commit()
+                    except BaseException:
+                        session.abort()
+                        raise
                 removed += n
                 if n < PURGE_STEP:
                     break

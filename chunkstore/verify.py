@@ -3,7 +3,8 @@
 Walks every chunk and recomputes its address (CAC or SOC), checks every stamp
 (batch known, owner by signature recovery, bucket, position bound), checks the
 index both ways (stamp entry <-> chunk, stamp entry <-> slot), that each chunk
-sits in its shard, that no slot is held in two shards, and the byte counters.
+sits in its shard, that no slot is held in two shards, the byte counters and
+the per-bin entry counters of the reserve (chunkstore/bins.py).
 
 Without ``repair`` the store is opened read-only and nothing is written. With
 ``repair`` it is opened writable (which first finishes any interrupted
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from .admission import classify
 from .batchstore import Batch, decode_batch
+from .bins import count_bins, read_counters, write_counters
 from .errors import InvalidStamp
 from .layout import (
     ADDRESS_SIZE,
@@ -37,6 +39,7 @@ from .layout import (
     slot_value,
     u64,
 )
+from .progress import bar
 from .shard import Shard, iter_prefix, txn_load
 from .stamp import Stamp, validate_stamp
 from .store import ChunkStore
@@ -83,15 +86,18 @@ class VerifyReport:
         return line + (f"; repaired {self.repaired}" if self.repaired else "")
 
 
-def verify_store(path: str, repair: bool = False) -> VerifyReport:
-    """Check the store at ``path``; with ``repair`` also fix what was found."""
+def verify_store(path: str, repair: bool = False, progress: Callable[[int], object] | None = None) -> VerifyReport:
+    """Check the store at ``path``; with ``repair`` also fix what was found.
+
+    ``progress``, if given, is called with 1 for each chunk checked (a progress bar's ``update``).
+    """
     with ChunkStore(path, readonly=not repair) as store:
         lock = store._writing() if repair else nullcontext()
         with lock:
             report = VerifyReport(path)
             batches = _load_batches(store, report)
             for s in range(store.shard_count):
-                _ShardCheck(store, s, batches, report).run()
+                _ShardCheck(store, s, batches, report, progress).run()
             if repair and report.problems:
                 _repair(store, report)
     return report
@@ -124,12 +130,20 @@ def _delete_batch(store: ChunkStore, key: bytes) -> Fix:
 class _ShardCheck:
     """All checks of one shard, in one read snapshot of it."""
 
-    def __init__(self, store: ChunkStore, s: int, batches: dict[bytes, Batch | None], report: VerifyReport) -> None:
+    def __init__(
+        self,
+        store: ChunkStore,
+        s: int,
+        batches: dict[bytes, Batch | None],
+        report: VerifyReport,
+        progress: Callable[[int], object] | None = None,
+    ) -> None:
         self.store = store
         self.s = s
         self.shard: Shard = store.shard(s)
         self.batches = batches
         self.report = report
+        self.progress = progress
 
     def problem(self, kind: str, detail: str, fix: Fix | None) -> None:
         self.report.problems.append(Problem(kind, self.s, detail, fix))
@@ -139,6 +153,7 @@ class _ShardCheck:
             self.txn = txn
             total = self._chunks()
             self._stamps()
+            self._bins()
             self._slots()
             self._tails()
             raw = txn.get(INFO_BYTES, db=self.shard.info_db)
@@ -152,6 +167,8 @@ class _ShardCheck:
         s, shard, txn = self.s, self.shard, self.txn
         for addr, head in txn.cursor(db=shard.chunks).iternext():
             self.report.chunks += 1
+            if self.progress is not None:
+                self.progress(1)
             tail = txn.get(addr, db=shard.tails) if len(head) == HEAD_SIZE else None
             data = head if tail is None else head + tail
             total += len(data)
@@ -213,6 +230,17 @@ class _ShardCheck:
             if not present:
                 self.problem("dangling-stamp", f"stamp entry {key.hex()} has no chunk",
                              _drop_dangling(s, addr, key[ADDRESS_SIZE:]))
+
+    def _bins(self) -> None:
+        """The per-bin counters against a count of the entries (by the overlay they name)."""
+        overlay, stored = read_counters(self.txn, self.shard)
+        if overlay is None and stored is None:
+            return  # never synced (a store last written before counters existed): the next writable open counts
+        counted = count_bins(self.txn, self.shard, overlay or bytes(ADDRESS_SIZE))
+        if overlay is None or stored != counted:
+            where = [f"bin {b}: {n} counted, {(stored or [0] * len(counted))[b]} stored"
+                     for b, n in enumerate(counted) if stored is None or stored[b] != n]
+            self.problem("bin-counter", "per-bin entry counters are wrong (" + "; ".join(where[:4]) + ")", None)
 
     def _slots(self) -> None:
         s, shard, txn = self.s, self.shard, self.txn
@@ -297,7 +325,7 @@ def _move_home(s: int, addr: bytes) -> Fix:
                 session.byte_delta[home] = session.byte_delta.get(home, 0) + len(data)
                 for key, value in list(iter_prefix(stxn, src.stamps, addr)):
                     slot = bytes(key[ADDRESS_SIZE:])
-                    htxn.put(bytes(key), bytes(value), db=dst.stamps, overwrite=False)
+                    session.put_entry(home, bytes(key), bytes(value), replace=False)
                     if not session.holders(slot):
                         htxn.put(slot, slot_value(addr, bytes(value[1:9])), db=dst.slots)
         _drop_chunk(s, addr)(session)
@@ -342,11 +370,12 @@ def _repair(store: ChunkStore, report: VerifyReport) -> None:
                 report.repaired += 1
         session.commit()
         _recount_bytes(store, session)
+        _recount_bins(store, session)
         session.commit()
     except BaseException:
         session.abort()
         raise
-    report.repaired += sum(p.kind == "bytes-counter" for p in report.problems)
+    report.repaired += sum(p.kind in ("bytes-counter", "bin-counter") for p in report.problems)
 
 
 def _recount_bytes(store: ChunkStore, session: WriteSession) -> None:
@@ -364,6 +393,16 @@ def _recount_bytes(store: ChunkStore, session: WriteSession) -> None:
         session.byte_delta.pop(s, None)
 
 
+def _recount_bins(store: ChunkStore, session: WriteSession) -> None:
+    """Set each shard's per-bin counters to what its entries hold, for the store's overlay."""
+    overlay = store.reserve.overlay
+    for s in range(store.shard_count):
+        shard = store.shard(s)
+        txn = session.write(s)
+        write_counters(txn, shard, overlay, count_bins(txn, shard, overlay))
+        session.bin_delta.pop(s, None)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``chunkstore verify --data-dir DIR [--repair]``: exit 0 when clean, 1 on any corruption."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -374,7 +413,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repair", action="store_true", help="remove dangling and invalid entries found")
     opts = parser.parse_args(args)
     try:
-        report = verify_store(opts.data_dir, repair=opts.repair)
+        with ChunkStore(opts.data_dir, readonly=True) as store:
+            total = store.chunk_count()
+        with bar("verifying", total) as pbar:  # drawn only when stderr is a terminal
+            report = verify_store(opts.data_dir, repair=opts.repair, progress=pbar.update)
     except SwarmError as exc:
         print(f"chunkstore verify: {exc}", file=sys.stderr)
         return 2

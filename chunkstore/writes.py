@@ -15,6 +15,11 @@ A crash between 1 and 2 leaves a slot held in two shards, with a pending
 record naming it; ``resolve`` (run at the next writable open) keeps the holder
 with the newest stamp and evicts the rest. That is idempotent and always right,
 so a pending record that outlives its need costs one redundant check.
+
+Every stamp entry added or dropped goes through ``put_entry`` / ``drop_entry``,
+which keep the shard's per-bin counters (chunkstore/bins.py) in the same
+transaction; a writer that changes ``stamps`` any other way leaves them to the
+next open's recount.
 """
 
 from __future__ import annotations
@@ -24,10 +29,14 @@ from collections.abc import Iterable
 import lmdb
 
 from .admission import Admitted
+from .bins import decode_bins, encode_bins
 from .layout import (
     ADDRESS_SIZE,
+    BIN_COUNT,
     HEAD_SIZE,
+    INFO_BINS,
     INFO_BYTES,
+    INFO_OVERLAY,
     ChunkType,
     read_u64,
     shard_of,
@@ -36,6 +45,7 @@ from .layout import (
     stamp_value,
     u64,
 )
+from .proximity import proximity
 from .shard import Shard, iter_prefix, txn_load
 from .stamp import split_index
 from .store_errors import StampConflict
@@ -52,6 +62,9 @@ class WriteSession:
         self.txns: dict[int, lmdb.Transaction] = {}
         self.readers: dict[int, lmdb.Transaction] = {}
         self.byte_delta: dict[int, int] = {}
+        # Per shard: the overlay its bin counters refer to (None: no counters to keep) and their changes.
+        self.overlays: dict[int, bytes | None] = {}
+        self.bin_delta: dict[int, list[int]] = {}
         self.contested: dict[bytes, set[int]] = {}  # slot key -> shards holding a pending record of it
 
     # Transactions.
@@ -64,6 +77,8 @@ class WriteSession:
                 reader.abort()
             txn = self.shards[s].env.begin(write=True, buffers=True)
             self.txns[s] = txn
+            raw = txn.get(INFO_OVERLAY, db=self.shards[s].info_db)
+            self.overlays[s] = bytes(raw) if raw is not None and len(raw) == ADDRESS_SIZE else None
             self._drop_settled(s, txn)
         return txn
 
@@ -96,6 +111,8 @@ class WriteSession:
         self.txns.clear()
         self.readers.clear()
         self.byte_delta.clear()
+        self.overlays.clear()
+        self.bin_delta.clear()
         self.contested = {}
 
     def _commit_all(self) -> None:
@@ -110,9 +127,29 @@ class WriteSession:
                     info = self.shards[s].info_db
                     raw = txn.get(INFO_BYTES, db=info)
                     txn.put(INFO_BYTES, u64((read_u64(raw) if raw else 0) + delta), db=info)
+                self._write_bins(s, txn)
                 txn.commit()
         finally:
             self.abort()
+
+    def _write_bins(self, s: int, txn: lmdb.Transaction) -> None:
+        delta = self.bin_delta.pop(s, None)
+        if not delta or not any(delta):
+            return
+        info = self.shards[s].info_db
+        bins = decode_bins(txn.get(INFO_BINS, db=info))
+        if bins is None:
+            return  # no valid counters: the next writable open recounts this shard
+        txn.put(INFO_BINS, encode_bins([max(0, n + d) for n, d in zip(bins, delta, strict=True)]), db=info)
+
+    def _count(self, s: int, address: bytes, change: int) -> None:
+        overlay = self.overlays.get(s)
+        if overlay is None:
+            return
+        delta = self.bin_delta.get(s)
+        if delta is None:
+            delta = self.bin_delta[s] = [0] * BIN_COUNT
+        delta[proximity(overlay, address)] += change
 
     def _drop_settled(self, s: int, txn: lmdb.Transaction) -> None:
         keys = self.settled.pop(s, None)
@@ -162,8 +199,8 @@ class WriteSession:
                     self.contested.setdefault(key, set()).add(home)
         txn = self.write(home)
         self._put_data(home, item)
-        txn.put(stamp_key(item.address, st.batch_id, st.index), stamp_value(item.chunk_type, st.timestamp, st.signature),
-                db=self.shards[home].stamps)
+        self.put_entry(home, stamp_key(item.address, st.batch_id, st.index),
+                       stamp_value(item.chunk_type, st.timestamp, st.signature))
         txn.put(key, slot_value(item.address, st.timestamp), db=self.shards[home].slots)
         if key in self.contested:
             txn.put(key, b"", db=self.shards[home].pending)
@@ -202,14 +239,37 @@ class WriteSession:
             txn.delete(item.address, db=shard.tails)
         self.byte_delta[s] = self.byte_delta.get(s, 0) + len(data) - (0 if old is None else len(old))
 
-    def drop_entry(self, s: int, address: bytes, key: bytes) -> None:
-        """Remove one (chunk, stamp) entry and its slot if the slot still points at it."""
+    def put_entry(self, s: int, entry_key: bytes, value: bytes, *, replace: bool = True) -> bool:
+        """Write a stamp entry (``address | batch | index``), counting it if new; True if written.
+
+        With ``replace=False`` an existing entry is left alone.
+        """
+        txn = self.write(s)
+        db = self.shards[s].stamps
+        if replace:
+            if txn.replace(entry_key, value, db=db) is None:
+                self._count(s, entry_key[:ADDRESS_SIZE], 1)
+            return True
+        written = txn.put(entry_key, value, db=db, overwrite=False)
+        if written:
+            self._count(s, entry_key[:ADDRESS_SIZE], 1)
+        return bool(written)
+
+    def drop_entry(self, s: int, address: bytes, key: bytes) -> bool:
+        """Remove one (chunk, stamp) entry and its slot if the slot still points at it.
+
+        True if the entry was there (a stale request, e.g. from an eviction
+        that read the index before a newer stamp took the slot, changes nothing).
+        """
         txn = self.write(s)
         shard = self.shards[s]
-        txn.delete(address + key, db=shard.stamps)
+        found = bool(txn.delete(address + key, db=shard.stamps))
+        if found:
+            self._count(s, address, -1)
         raw = txn.get(key, db=shard.slots)
         if raw is not None and raw[:ADDRESS_SIZE] == address:
             txn.delete(key, db=shard.slots)
+        return found
 
     def drop_if_orphan(self, s: int, address: bytes) -> bool:
         """Delete a chunk that has no stamp left; True if it was deleted."""

@@ -1,0 +1,249 @@
+"""Reserve import/export throughput: tar and snapshot imports against a naive one-put-per-chunk import.
+
+    python bench/bench_transfer.py --chunks 200000 [--memory-budget 512] [--workers 2] [--naive 5000]
+
+Builds (once, cached in bench/.cache/) the reference node's export of N full
+chunks (4096-byte payloads, ``--soc-fraction`` of them SOCs, one batch), then
+in this run:
+
+* imports it into an empty store (``chunkstore import``, tar),
+* exports that store as tar and as a snapshot (export rates),
+* imports the snapshot into another empty store,
+* imports the first ``--naive`` entries the naive way (``store.put`` per
+  entry, each a durable commit, after the same validation) for the baseline,
+
+each import in its own process, whose peak RSS (and its workers') is
+reported against ``--memory-budget``. Every import validates fully: BMT
+hashes, SOC and stamp signature recovery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+from chunkstore.batchfile import dump_batches  # noqa: E402
+from chunkstore.batchstore import Batch  # noqa: E402
+from chunkstore.keccak import keccak256  # noqa: E402
+from chunkstore.signer import Signer  # noqa: E402
+from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
+
+CACHE = os.path.join(ROOT, "bench", ".cache")
+FORMAT = 1  # bump when the cached tar's recipe changes
+BASE_TIME = 1_700_000_000_000_000_000
+DEPTH, BUCKET_DEPTH = 30, 16
+STEP = 4096  # chunks per generator task; each task owns 64 positions of every bucket
+MiB = 1 << 20
+
+
+def _signer() -> Signer:
+    return Signer(keccak256(b"bench_transfer signer"))
+
+
+def _batch() -> Batch:
+    return Batch(keccak256(b"bench_transfer batch"), _signer().address, DEPTH, BUCKET_DEPTH, False, 10**18, 0)
+
+
+def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
+    """Tar entries (headers, records, padding) of chunks lo..hi-1."""
+    from chunkstore import hashing
+    from chunkstore import tarformat as tarf
+    from chunkstore.soc import make_soc
+
+    rng = np.random.default_rng(lo)
+    signer = _signer()
+    batch = _batch()
+    n = hi - lo
+    buf = np.zeros((n, 4104), np.uint8)
+    buf[:, :8] = np.frombuffer((4096).to_bytes(8, "little"), np.uint8)
+    buf[:, 8:] = rng.integers(0, 256, size=(n, 4096), dtype=np.uint8)
+    out = np.zeros((n, 32), np.uint8)
+    hashing.bmt_hashes(buf, np.full(n, 4104, np.int64), np.zeros(n, np.int64), b"", out)
+    used: dict[int, int] = {}
+    parts = []
+    for i in range(n):
+        data = buf[i].tobytes()
+        address = out[i].tobytes()
+        if rng.random() < soc_fraction:
+            soc = make_soc(signer, rng.bytes(32), data)
+            address, data = soc.address, soc.data
+        bucket = bucket_of(address, BUCKET_DEPTH)
+        pos = used.get(bucket, (lo // STEP) * 64)
+        used[bucket] = pos + 1
+        stamp = sign_stamp(signer, address, batch.id, bucket, pos, BASE_TIME + lo + i).to_bytes()
+        size = 4 + len(data) + len(stamp)
+        parts += [tarf.encode_header(address.hex().encode(), size), len(data).to_bytes(4, "big"), data, stamp,
+                  bytes(tarf.padding(size))]
+    return b"".join(parts)
+
+
+def source_tar(n: int, soc_fraction: float) -> str:
+    """The reference node's export of n chunks, from the cache or made in parallel."""
+    os.makedirs(CACHE, exist_ok=True)
+    path = os.path.join(CACHE, f"transfer-n{n}-soc{int(soc_fraction * 100)}-f{FORMAT}.tar")
+    if os.path.exists(path):
+        return path
+    t = time.perf_counter()
+    ranges = [(lo, min(n, lo + STEP)) for lo in range(0, n, STEP)]
+    tmp = path + ".building"
+    import multiprocessing as mp
+
+    with ProcessPoolExecutor(mp_context=mp.get_context("spawn")) as pool, open(tmp, "wb") as f:
+        for part in pool.map(_make, [a for a, _ in ranges], [b for _, b in ranges], [soc_fraction] * len(ranges)):
+            f.write(part)
+    os.replace(tmp, path)
+    print(f"made {n} stamped chunks in {time.perf_counter() - t:.1f}s (cached in {path})")
+    return path
+
+
+def _child_import(args: argparse.Namespace) -> None:
+    """Run one import in this (child) process and print its figures as JSON."""
+    from chunkstore.importer import import_reserve
+
+    report = import_reserve(args.store, args.source, batches=[_batch()], workers=args.workers,
+                            memory_budget=args.memory_budget * MiB, show_progress=False)
+    kids = max(report.worker_peak_rss, default=0)
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
+    print(json.dumps({
+        "cpu": cpu,
+        "records": report.records, "written": report.load.written, "read_s": report.read_seconds,
+        "publish_s": report.publish_seconds, "runs": report.runs, "peak_rss": report.peak_rss,
+        "worker_peak_rss": kids,
+    }))
+
+
+def _child_naive(args: argparse.Namespace) -> None:
+    """The baseline: parse the tar with tarfile and put each entry (validated, one durable commit each)."""
+    from chunkstore.importbudget import peak_rss_bytes
+    from chunkstore.store import ChunkStore
+
+    with ChunkStore(args.store) as store, tarfile.open(args.source) as tar:
+        store.batches.add(_batch())
+        n = 0
+        t = time.perf_counter()
+        for member in tar:
+            raw = tar.extractfile(member).read()
+            length = int.from_bytes(raw[:4], "big")
+            store.put(raw[4 : 4 + length], raw[4 + length :], address=bytes.fromhex(member.name))
+            n += 1
+            if n >= args.limit:
+                break
+        seconds = time.perf_counter() - t
+    print(json.dumps({"records": n, "seconds": seconds, "peak_rss": peak_rss_bytes()}))
+
+
+def _busy_seconds() -> float:
+    """CPU seconds all processes of this machine have used (from /proc/stat), to tell contention apart."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _run_child(mode: str, *extra: str) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, *extra]
+    busy, t = _busy_seconds(), time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    busy, wall = _busy_seconds() - busy, time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} child failed:\n{proc.stderr}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["others"] = max(0.0, busy - out.get("cpu", busy)) / wall  # cores other processes kept busy meanwhile
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks", type=int, default=200_000)
+    ap.add_argument("--soc-fraction", type=float, default=0.1)
+    ap.add_argument("--workers", type=int, default=None, help="validation processes (default: one per core)")
+    ap.add_argument("--memory-budget", type=int, default=512, metavar="MiB")
+    ap.add_argument("--naive", type=int, default=5000, help="entries for the naive baseline")
+    ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed after)")
+    ap.add_argument("--verify", action="store_true", help="run verify_store on the snapshot-imported store")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--source", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--limit", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child == "import":
+        _child_import(args)
+        return 0
+    if args.child == "naive":
+        _child_naive(args)
+        return 0
+
+    from chunkstore.exporter import export_reserve
+    from chunkstore.importer import default_workers
+
+    n = args.chunks
+    workers = default_workers() if args.workers is None else args.workers
+    tar_path = source_tar(n, args.soc_fraction)
+    work = args.dir or tempfile.mkdtemp(prefix="bench_transfer_")
+    common = ["--workers", str(workers), "--memory-budget", str(args.memory_budget)]
+    print(f"{n} chunks ({args.soc_fraction:.0%} SOC), {os.path.getsize(tar_path):,} bytes of tar; {workers} workers, "
+          f"{len(os.sched_getaffinity(0))} cores, memory budget {args.memory_budget} MiB")
+    try:
+        with open(os.path.join(work, "batches.json"), "w") as f:
+            f.write(dump_batches([_batch()]))
+        results = {}
+        tar_store = os.path.join(work, "from-tar")
+        r = _run_child("import", "--store", tar_store, "--source", tar_path, *common)
+        results["tar"] = r
+        t = time.perf_counter()
+        exp_tar = export_reserve(tar_store, os.path.join(work, "out.tar"), show_progress=False)
+        exp_tar_s = time.perf_counter() - t
+        t = time.perf_counter()
+        exp_snap = export_reserve(tar_store, os.path.join(work, "out.snap"), fmt="snapshot", show_progress=False)
+        exp_snap_s = time.perf_counter() - t
+        r = _run_child("import", "--store", os.path.join(work, "from-snap"), "--source", os.path.join(work, "out.snap"), *common)
+        results["snapshot"] = r
+        naive = _run_child("naive", "--store", os.path.join(work, "naive"), "--source", tar_path, "--limit", str(min(n, args.naive)))
+
+        naive_rate = naive["records"] / naive["seconds"]
+        print(f"\n{'':<28}{'records':>10}{'seconds':>9}{'rate/s':>10}{'x naive':>9}{'peak RSS':>11}{'workers':>10}")
+        for name in ("tar", "snapshot"):
+            r = results[name]
+            seconds = r["read_s"] + r["publish_s"]
+            rate = r["records"] / seconds
+            print(f"{'import ' + name:<28}{r['records']:>10}{seconds:>9.1f}{rate:>10,.0f}{rate / naive_rate:>9.1f}"
+                  f"{r['peak_rss'] / MiB:>9.0f}Mi{r['worker_peak_rss'] / MiB:>8.0f}Mi"
+                  f"   (validate {r['read_s']:.1f}s, publish {r['publish_s']:.1f}s, {r['runs']} runs;"
+                  f" {r['cpu'] / seconds:.2f} cores used, other processes {r['others']:.2f})")
+        print(f"{'import naive (put each)':<28}{naive['records']:>10}{naive['seconds']:>9.1f}{naive_rate:>10,.0f}"
+              f"{1.0:>9.1f}{naive['peak_rss'] / MiB:>9.0f}Mi")
+        for label, rep, s in (("export tar", exp_tar, exp_tar_s), ("export snapshot", exp_snap, exp_snap_s)):
+            print(f"{label:<28}{rep.records:>10}{s:>9.1f}{rep.records / s:>10,.0f}   {rep.bytes_written:,} bytes")
+        for name in ("tar", "snapshot"):
+            peak = results[name]["peak_rss"] / MiB
+            state = "under" if peak < args.memory_budget else "OVER"
+            print(f"import {name}: peak RSS {peak:.0f} MiB, {state} the budget of {args.memory_budget} MiB")
+        if args.verify:
+            from chunkstore.verify import verify_store
+
+            t = time.perf_counter()
+            report = verify_store(os.path.join(work, "from-snap"))
+            print(f"verify: {report.summary()} ({time.perf_counter() - t:.0f}s)")
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
