@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--naive", type=int, default=5000, help="entries for the naive baseline")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed after)")
     ap.add_argument("--verify", action="store_true", help="run verify_store on the snapshot-imported store")
+    ap.add_argument("--repeat", type=int, default=1, help="run each import this many times (each into an empty store)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--store", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--source", default=None, help=argparse.SUPPRESS)
@@ -201,24 +202,31 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(os.path.join(work, "batches.json"), "w") as f:
             f.write(dump_batches([_batch()]))
-        results = {}
+        results: dict[str, list[dict]] = {"tar": [], "snapshot": []}
         tar_store = os.path.join(work, "from-tar")
-        r = _run_child("import", "--store", tar_store, "--source", tar_path, *common)
-        results["tar"] = r
+        for i in range(args.repeat):
+            store = tar_store if i == 0 else os.path.join(work, f"from-tar-{i}")
+            results["tar"].append(_run_child("import", "--store", store, "--source", tar_path, *common))
+            if i:
+                shutil.rmtree(store)
         t = time.perf_counter()
         exp_tar = export_reserve(tar_store, os.path.join(work, "out.tar"), show_progress=False)
         exp_tar_s = time.perf_counter() - t
         t = time.perf_counter()
         exp_snap = export_reserve(tar_store, os.path.join(work, "out.snap"), fmt="snapshot", show_progress=False)
         exp_snap_s = time.perf_counter() - t
-        r = _run_child("import", "--store", os.path.join(work, "from-snap"), "--source", os.path.join(work, "out.snap"), *common)
-        results["snapshot"] = r
+        for i in range(args.repeat):
+            store = os.path.join(work, "from-snap" if i == 0 else f"from-snap-{i}")
+            results["snapshot"].append(
+                _run_child("import", "--store", store, "--source", os.path.join(work, "out.snap"), *common)
+            )
+            if i:
+                shutil.rmtree(store)
         naive = _run_child("naive", "--store", os.path.join(work, "naive"), "--source", tar_path, "--limit", str(min(n, args.naive)))
 
         naive_rate = naive["records"] / naive["seconds"]
         print(f"\n{'':<28}{'records':>10}{'seconds':>9}{'rate/s':>10}{'x naive':>9}{'peak RSS':>11}{'workers':>10}")
-        for name in ("tar", "snapshot"):
-            r = results[name]
+        for name, r in [(n, r) for n in ("tar", "snapshot") for r in results[n]]:
             seconds = r["read_s"] + r["publish_s"]
             rate = r["records"] / seconds
             print(f"{'import ' + name:<28}{r['records']:>10}{seconds:>9.1f}{rate:>10,.0f}{rate / naive_rate:>9.1f}"
@@ -230,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, rep, s in (("export tar", exp_tar, exp_tar_s), ("export snapshot", exp_snap, exp_snap_s)):
             print(f"{label:<28}{rep.records:>10}{s:>9.1f}{rep.records / s:>10,.0f}   {rep.bytes_written:,} bytes")
         for name in ("tar", "snapshot"):
-            peak = results[name]["peak_rss"] / MiB
+            peak = max(r["peak_rss"] for r in results[name]) / MiB
             state = "under" if peak < args.memory_budget else "OVER"
             print(f"import {name}: peak RSS {peak:.0f} MiB, {state} the budget of {args.memory_budget} MiB")
         if args.verify:
