@@ -6,8 +6,13 @@ content (depth 0) with ``sampler.reserve_sample`` and reports
 
 * chunks/s and us/chunk of the sample (stamp entries iterated / total time,
   pool already warm),
-* peak RSS of this process, of the phase-1 worker processes, and of waited
-  children (getrusage),
+* memory of this process and of each phase-1 worker, split honestly: a
+  thread polls /proc/<pid>/status of this process and all its descendants
+  every ``--poll-ms`` during the timed samples and keeps, per process, the
+  peak of RssAnon (private memory: heap, buffers; what the sample costs) and
+  of RssFile (pages of mapped files, i.e. LMDB's map of the store: page
+  cache, reclaimable, and growing with N as more of the store is read), plus
+  VmHWM (lifetime peak of the sum, what getrusage's ru_maxrss reports),
 * the limit L = (fastest single keccak call rate on a one-block input) x
   cores / 128, measured in the same run (bench_keccak: openssl speed and
   pysha3), and the ratio chunks/s / L,
@@ -18,17 +23,25 @@ content (depth 0) with ``sampler.reserve_sample`` and reports
 
 Run: ``PYTHONPATH=. python bench/bench_sample.py --chunks 200000``
 (the first run builds the store: about 0.4 ms per chunk).
+
+``--compare-rss 100000,400000`` runs the sample (no baseline, no keccak
+limit) in a fresh process per store size and prints the peaks side by side
+with their ratio: anonymous memory must stay flat in N (ratio <= 1.2), the
+file-backed part may not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
+import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +181,155 @@ def _rss_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024.0
 
 
+# ------------------------------------------------------------------ memory
+
+_STATUS_FIELDS = (b"RssAnon", b"RssFile", b"RssShmem", b"VmRSS", b"VmHWM")
+
+
+def proc_status(pid: int) -> dict[str, int] | None:
+    """RssAnon, RssFile, RssShmem, VmRSS, VmHWM of ``pid`` in kB (None once it is gone)."""
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                name, _, rest = line.partition(b":")
+                if name in _STATUS_FIELDS:
+                    out[name.decode()] = int(rest.split()[0])
+    except (OSError, ValueError):
+        return None
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class ProcPeak:
+    pid: int
+    role: str
+    anon_kb: int = 0  # peak RssAnon seen
+    file_kb: int = 0  # peak RssFile seen
+    rss_kb: int = 0  # peak VmRSS seen
+    hwm_kb: int = 0  # VmHWM at the last poll (lifetime peak, file pages included)
+    polls: int = 0
+
+    def update(self, st: dict[str, int]) -> None:
+        self.anon_kb = max(self.anon_kb, st.get("RssAnon", 0) + st.get("RssShmem", 0))
+        self.file_kb = max(self.file_kb, st.get("RssFile", 0))
+        self.rss_kb = max(self.rss_kb, st.get("VmRSS", 0))
+        self.hwm_kb = max(self.hwm_kb, st.get("VmHWM", 0))
+        self.polls += 1
+
+    def as_dict(self) -> dict[str, int | str]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class MemoryPoller:
+    """Polls /proc/<pid>/status of this process and its descendants on a thread; keeps peaks per process.
+
+    Roles: ``parent`` (this process), ``forkserver`` and ``resource-tracker``
+    (multiprocessing helpers), ``worker`` (children of the fork server: the
+    sampler's phase-1 processes), ``child`` (anything else).
+    """
+
+    interval: float = 0.02
+    procs: dict[int, ProcPeak] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="memory-poller", daemon=True)
+
+    def _role(self, pid: int, parent_role: str) -> str:
+        if parent_role == "parent":
+            cmd = _cmdline(pid)
+            if "forkserver" in cmd:
+                return "forkserver"
+            if "resource_tracker" in cmd:
+                return "resource-tracker"
+            return "worker" if "spawn_main" in cmd else "child"
+        return "worker" if parent_role == "forkserver" else "child"
+
+    def poll(self) -> None:
+        stack = [(os.getpid(), "parent")]
+        while stack:
+            pid, role = stack.pop()
+            st = proc_status(pid)
+            if st is None:
+                continue
+            peak = self.procs.get(pid)
+            if peak is None:
+                peak = self.procs[pid] = ProcPeak(pid, role)
+            peak.update(st)
+            stack.extend(
+                (c, self._role(c, peak.role) if c not in self.procs else self.procs[c].role) for c in _children(pid)
+            )
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def __enter__(self) -> MemoryPoller:
+        self.poll()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.poll()
+
+    def of(self, role: str) -> list[ProcPeak]:
+        return sorted((p for p in self.procs.values() if p.role == role), key=lambda p: p.pid)
+
+    def summary(self) -> dict:
+        parent = self.of("parent")[0]
+        workers = self.of("worker")
+        return {
+            "parent": parent.as_dict(),
+            "workers": [w.as_dict() for w in workers],
+            "helpers": [p.as_dict() for p in self.procs.values() if p.role not in ("parent", "worker")],
+            "max_worker_anon_kb": max((w.anon_kb for w in workers), default=0),
+            "max_worker_file_kb": max((w.file_kb for w in workers), default=0),
+            "max_worker_rss_kb": max((w.rss_kb for w in workers), default=0),
+            "max_worker_hwm_kb": max((w.hwm_kb for w in workers), default=0),
+            "interval_s": self.interval,
+        }
+
+
+def _mb(kb: float) -> str:
+    return f"{kb / 1024:.1f} MB"
+
+
+def print_memory(mem: dict) -> None:
+    print("memory (peaks while sampling; anon = RssAnon+RssShmem, private; file = RssFile, mapped store pages, "
+          "reclaimable page cache; hwm = VmHWM, lifetime peak of anon+file):")  # fmt: skip
+    rows = [("parent", mem["parent"])] + [("worker", w) for w in mem["workers"]]
+    for role, p in rows:
+        print(f"  {role:<7} pid {p['pid']:>7}: anon {_mb(p['anon_kb']):>9}  file {_mb(p['file_kb']):>9}  "
+              f"rss {_mb(p['rss_kb']):>9}  hwm {_mb(p['hwm_kb']):>9}  ({p['polls']} polls)")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chunks", type=int, default=20000, help="chunks in the store (default 20000)")
@@ -179,14 +341,23 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed samples; the median is reported (default 3)")
     ap.add_argument("--seconds", type=float, default=2.0, help="time per keccak-rate measurement")
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    ap.add_argument("--no-limit", action="store_true", help="skip measuring the keccak limit L")
+    ap.add_argument("--poll-ms", type=float, default=20.0, help="memory polling interval (default 20 ms)")
+    ap.add_argument("--compare-rss", metavar="N1,N2", default=None,
+                    help="run the sample on stores of N1 and N2 chunks, each in a fresh process, and compare peaks")  # fmt: skip
     args = ap.parse_args()
+    if args.compare_rss:
+        return compare_rss(args)
 
     n_cores = cores()
-    # Measured first, while this process is small: a forked helper (openssl) would
-    # otherwise report this process's mapped store pages as its own peak RSS.
-    name, call_rate, rates = single_lane_limit(args.seconds)
-    limit = call_rate * n_cores / CALLS_PER_CHUNK
-    perm = numba_permutation_rate(args.seconds)
+    if args.no_limit:
+        name, call_rate, rates, limit, perm = "none", 0.0, {}, 0.0, None
+    else:
+        # Measured first, while this process is small: a forked helper (openssl) would
+        # otherwise report this process's mapped store pages as its own peak RSS.
+        name, call_rate, rates = single_lane_limit(args.seconds)
+        limit = call_rate * n_cores / CALLS_PER_CHUNK
+        perm = numba_permutation_rate(args.seconds)
     path, built = cached_store(args.chunks, args.shards, args.soc_fraction, args.rebuild)
     print(f"store: {path} ({'built' if built else 'cached'}), backend={hashing.BACKEND}, cores={n_cores}")
     anchor = keccak256(b"bench anchor")
@@ -199,8 +370,10 @@ def main() -> int:
         except InsufficientSample:
             pass
         runs = []
-        for _ in range(max(1, args.repeat)):
-            runs.append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))
+        with MemoryPoller(args.poll_ms / 1000.0) as poller:
+            for _ in range(max(1, args.repeat)):
+                runs.append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))
+        mem = poller.summary()
         runs.sort(key=lambda r: r.stats.total_duration)
         res = runs[len(runs) // 2]
         st = res.stats
@@ -219,6 +392,7 @@ def main() -> int:
             assert transformed_address(it.chunk_address, it.chunk_data, it.chunk_type, anchor) == it.transformed_address
 
     base_mb = _rss_mb(resource.RUSAGE_SELF)
+    base_anon_mb = (proc_status(os.getpid()) or {}).get("RssAnon", 0) / 1024.0
     worker_mb = st.worker_peak_rss_kb / 1024.0
     best = runs[0].stats.total_iterated / runs[0].stats.total_duration
     print(f"sample of {st.total_iterated:,} chunks: {st.total_duration:.3f} s (median of {len(runs)}), "
@@ -231,24 +405,82 @@ def main() -> int:
         print(f"  keccak rate {k:<20} {'n/a' if v is None else f'{v:,.0f} calls/s'}")
     if perm is not None:
         print(f"  keccak rate {'numba permutation':<20} {perm:,.0f} perms/s (not used for L)")
-    print(f"limit L ({name}) = {call_rate:,.0f} x {n_cores} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s; "
-          f"ratio = {rate / limit:.3f}")  # fmt: skip
+    if limit:
+        print(f"limit L ({name}) = {call_rate:,.0f} x {n_cores} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s; "
+              f"ratio = {rate / limit:.3f}")  # fmt: skip
     if base is not None:
         print(f"baseline (eager store.get + per-chunk objects, 1 process): {base['chunks_per_second']:,.0f} chunks/s, "
-              f"ratio to L {base['chunks_per_second'] / limit:.3f}, same hash: {base['hash_equal']}; "
-              f"speed-up {rate / base['chunks_per_second']:.2f}x")  # fmt: skip
-    print(f"peak RSS: this process {self_mb:.0f} MB (after the baseline {base_mb:.0f} MB), largest worker "
-          f"{worker_mb:.0f} MB, waited children {children_mb:.0f} MB; file pages of the store mapped by LMDB "
-          f"count as resident once read")  # fmt: skip
+              + (f"ratio to L {base['chunks_per_second'] / limit:.3f}, " if limit else "")
+              + f"same hash: {base['hash_equal']}; speed-up {rate / base['chunks_per_second']:.2f}x")  # fmt: skip
+    print_memory(mem)
+    print(f"  largest worker: anon {_mb(mem['max_worker_anon_kb'])}, file {_mb(mem['max_worker_file_kb'])}, "
+          f"hwm {_mb(mem['max_worker_hwm_kb'])} (as the worker reported it: anon at scan end "
+          f"{_mb(st.worker_anon_rss_kb)}, hwm {_mb(st.worker_peak_rss_kb)})")  # fmt: skip
+    print(f"  getrusage ru_maxrss (anon + file): this process {self_mb:.0f} MB"
+          + (f" (after the baseline {base_mb:.0f} MB, anon now {base_anon_mb:.0f} MB)" if base is not None else "")
+          + f", waited children {children_mb:.0f} MB")  # fmt: skip
     print(f"sample hash {fast_hash.hex()}")
     if args.json:
         print(json.dumps({
-            "chunks": st.total_iterated, "seconds": st.total_duration, "chunks_per_second": rate,
-            "us_per_chunk": 1e6 / rate, "best_chunks_per_second": best, "limit": limit, "limit_source": name, "ratio": rate / limit,
+            "chunks": st.total_iterated, "store_chunks": args.chunks, "seconds": st.total_duration, "chunks_per_second": rate,
+            "us_per_chunk": 1e6 / rate, "best_chunks_per_second": best, "limit": limit, "limit_source": name,
+            "ratio": rate / limit if limit else None,
             "baseline": base, "rss_mb": {"self": self_mb, "self_after_baseline": base_mb, "worker": worker_mb, "children": children_mb},
+            "memory": mem,
             "backend": hashing.BACKEND, "cores": n_cores, "workers": st.workers, "hash": fast_hash.hex(),
         }))  # fmt: skip
     return 0
+
+
+def compare_rss(args: argparse.Namespace) -> int:
+    """One fresh process per store size; prints peaks side by side and the ratios of the last to the first."""
+    try:
+        sizes = [int(x) for x in args.compare_rss.split(",")]
+    except ValueError:
+        print(f"--compare-rss wants N1,N2 (got {args.compare_rss!r})", file=sys.stderr)
+        return 2
+    if len(sizes) < 2:
+        print("--compare-rss wants at least two sizes", file=sys.stderr)
+        return 2
+    results = []
+    for n in sizes:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--chunks", str(n), "--shards", str(args.shards),
+               "--soc-fraction", str(args.soc_fraction), "--repeat", str(args.repeat), "--poll-ms", str(args.poll_ms),
+               "--no-baseline", "--no-limit", "--json"]  # fmt: skip
+        if args.workers is not None:
+            cmd += ["--workers", str(args.workers)]
+        print(f"$ {' '.join(cmd)}", flush=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            print(proc.stdout)
+            print(f"run for {n} chunks failed (exit {proc.returncode})", file=sys.stderr)
+            return 1
+        for line in lines[:-1]:
+            print(f"  {line}")
+        results.append(json.loads(lines[-1]))
+    print()
+    head = f"{'':<34}" + "".join(f"{n:>14,}" for n in sizes) + f"{'ratio':>9}"
+    print(head)
+
+    def row(label: str, values: list[float], unit: str = "MB") -> float:
+        ratio = values[-1] / values[0] if values[0] else float("inf")
+        cells = "".join(f"{v / 1024:>11.1f} {unit}" if unit == "MB" else f"{v:>14,.0f}" for v in values)
+        print(f"{label:<34}{cells}{ratio:>9.3f}")
+        return ratio
+
+    mems = [r["memory"] for r in results]
+    worker_anon = row("worker anon peak (max)", [m["max_worker_anon_kb"] for m in mems])
+    parent_anon = row("parent anon peak", [m["parent"]["anon_kb"] for m in mems])
+    row("worker file-backed peak (max)", [m["max_worker_file_kb"] for m in mems])
+    row("parent file-backed peak", [m["parent"]["file_kb"] for m in mems])
+    row("worker total rss peak (max)", [m["max_worker_rss_kb"] for m in mems])
+    row("worker VmHWM (max)", [m["max_worker_hwm_kb"] for m in mems])
+    row("parent VmHWM", [m["parent"]["hwm_kb"] for m in mems])
+    row("chunks/s (median run)", [r["chunks_per_second"] for r in results], unit="")
+    flat = worker_anon <= 1.2 and parent_anon <= 1.2
+    print(f"anonymous memory flat in N (ratio <= 1.2 for workers and parent): {'yes' if flat else 'NO'}")
+    return 0 if flat else 1
 
 
 if __name__ == "__main__":

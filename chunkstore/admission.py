@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .batchstore import Batch
-from .bmt import chunk_hash
 from .cac import MAX_DATA_SIZE, is_valid_cac
 from .errors import InvalidChunk, InvalidSignature, InvalidStamp
+from .hashing import chunk_hash
 from .layout import ADDRESS_SIZE, ChunkType
 from .signer import SIGNATURE_SIZE
 from .soc import parse_soc, validate_soc

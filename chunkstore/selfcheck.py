@@ -48,5 +48,14 @@ def main(argv: list[str]) -> int:
     got = regression_sample_address()
     ok = got == EXPECTED_SAMPLE_ADDRESS
     print(f"regression sample address {got}: {'ok' if ok else 'MISMATCH, expected ' + EXPECTED_SAMPLE_ADDRESS}")
+    from . import hashing
+
+    fast_ok = all(
+        hashing.chunk_hash(data, prefix) == chunk_hash(data, prefix)
+        for data in (bytes(8), b"\x05" + bytes(7) + b"hello", bytes(range(256)) * 16 + bytes(8))
+        for prefix in (b"", ANCHOR1)
+    )
+    print(f"hashing backend {hashing.BACKEND}: {'agrees with the reference BMT' if fast_ok else 'DISAGREES with the reference BMT'}")
+    ok = ok and fast_ok
     print(f"took {1000 * (time.perf_counter() - start):.1f} ms")
     return 0 if ok else 1

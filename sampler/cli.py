@@ -3,8 +3,9 @@
 Prints one JSON object on stdout: the reference node's ``/rchash`` fields
 (``hash``, ``proofs``, ``durationSeconds``) followed by ``stats`` (the run's
 SampleStats), or exactly the /rchash object with ``--rchash-only``. Progress
-goes to stderr, and only when stderr is a terminal, so scripted runs get
-clean output. Exit codes: 0 sample made, 1 no sample (fewer than 16 eligible
+(a tqdm bar: stamp entries walked of the expected count, rate, ETA) goes to
+stderr, and only when stderr is a terminal, so scripted runs get clean
+output. Exit codes: 0 sample made, 1 no sample (fewer than 16 eligible
 chunks, or a store error), 2 bad usage.
 """
 
@@ -16,9 +17,10 @@ import sys
 import time
 
 from chunkstore.errors import SwarmError
+from chunkstore.progress import bar
 
 from .errors import InsufficientSample
-from .pipeline import reserve_sample
+from .pipeline import expected_entries, reserve_sample
 from .proof import make_inclusion_proofs, sample_hash
 from .render import render_rchash
 
@@ -89,7 +91,21 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         say(f"sampling {args.data_dir}: depth {args.depth}, anchor {args.anchor1.hex()}, consensus time {consensus}")
-        result = reserve_sample(store, args.anchor1, args.depth, consensus, args.min_balance, workers=args.workers)
+        expected = expected_entries(store, args.anchor1, args.depth) if progress else None
+        with bar("sampling", total=expected, show=progress) as pbar:
+
+            def advance(walked: int) -> None:
+                if walked > (pbar.total or 0):
+                    pbar.total = walked  # the expected count is an estimate at depth > 0
+                pbar.update(walked - pbar.n)
+
+            try:
+                result = reserve_sample(store, args.anchor1, args.depth, consensus, args.min_balance,
+                                        workers=args.workers, progress=advance if progress else None)  # fmt: skip
+            finally:
+                if progress and pbar.n:
+                    pbar.total = pbar.n  # the walk is over: end the bar at 100%
+                    pbar.refresh()
         say(f"sample done in {result.stats.total_duration:.3f} s over {result.stats.total_iterated} stamp entries")
         proofs = make_inclusion_proofs(result.items, args.anchor1, args.anchor2)
         address = sample_hash(result.items)

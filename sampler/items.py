@@ -67,7 +67,8 @@ class SampleStats:
     total_duration: float = 0.0
     workers: int = 0
     chunks_per_second: float = 0.0
-    worker_peak_rss_kb: int = 0  # largest peak RSS of a phase-1 process
+    worker_peak_rss_kb: int = 0  # largest peak RSS (VmHWM) of a phase-1 process; counts mapped store pages
+    worker_anon_rss_kb: int = 0  # largest anonymous (private) RSS of a phase-1 process at the end of its scan
 
     def add_counts(self, other: dict[str, float]) -> None:
         """Add a worker's counters and summed durations into this run's totals."""

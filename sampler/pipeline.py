@@ -36,14 +36,14 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from chunkstore.cac import is_valid_cac
 from chunkstore.errors import SwarmError
-from chunkstore.layout import ChunkType
+from chunkstore.layout import MAX_PO, ChunkType
 from chunkstore.soc import validate_soc
 from chunkstore.stamp import Stamp, validate_stamp
 
@@ -51,7 +51,7 @@ from .batches import below_balance_batches, find_batch
 from .candidates import Candidate
 from .errors import InsufficientSample, SamplerWorkerError
 from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, transformed_address
-from .worker import ShardScan, ShardTask, scan_shard, scan_snapshot
+from .worker import ShardScan, ShardTask, init_worker, scan_shard, scan_snapshot
 
 DEFAULT_K = 64  # 4x the sample size: one invalid stamp in four near the top costs no rescan
 RESCAN_GROWTH = 4
@@ -60,23 +60,59 @@ RESCAN_GROWTH = 4
 # ----------------------------------------------------------------- the pool
 
 
+PROGRESS_SLOTS = 64  # concurrent samples per pool that can report progress
+PROGRESS_POLL = 0.1  # seconds between two progress callbacks during phase 1
+
+
 class _PoolHolder:
     """Process pools reused across samples (starting a process costs ~0.3 s), one per size.
 
     One pool per size, never resized in place, so concurrent samples asking
-    for different worker counts cannot shut down each other's pool.
+    for different worker counts cannot shut down each other's pool. Each pool
+    comes with a shared array of progress counters, handed to its workers by
+    the pool initializer; a sample that wants progress borrows one slot.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pools: dict[int, ProcessPoolExecutor] = {}
+        self._counters: dict[int, Any] = {}  # id(pool) -> shared int64 array
+        self._free: dict[int, list[int]] = {}  # id(pool) -> free slots
 
     def get(self, size: int) -> ProcessPoolExecutor:
         with self._lock:
             pool = self._pools.get(size)
             if pool is None:
-                pool = self._pools[size] = ProcessPoolExecutor(max_workers=size, mp_context=_mp_context())
+                ctx = _mp_context()
+                counters = ctx.Array("q", PROGRESS_SLOTS, lock=True)
+                pool = self._pools[size] = ProcessPoolExecutor(
+                    max_workers=size, mp_context=ctx, initializer=init_worker, initargs=(counters,)
+                )
+                self._counters[id(pool)] = counters
+                self._free[id(pool)] = list(range(PROGRESS_SLOTS))
             return pool
+
+    def take_slot(self, pool: ProcessPoolExecutor) -> tuple[Any, int] | None:
+        """A zeroed progress slot of ``pool`` (counters, index), or None when all are taken."""
+        with self._lock:
+            free = self._free.get(id(pool))
+            if not free:
+                return None
+            slot = free.pop()
+            counters = self._counters[id(pool)]
+        with counters.get_lock():
+            counters[slot] = 0
+        return counters, slot
+
+    def give_slot(self, pool: ProcessPoolExecutor, slot: int) -> None:
+        with self._lock:
+            free = self._free.get(id(pool))
+            if free is not None:
+                free.append(slot)
+
+    def _forget(self, pool: ProcessPoolExecutor) -> None:
+        self._counters.pop(id(pool), None)
+        self._free.pop(id(pool), None)
 
     def discard(self, pool: ProcessPoolExecutor) -> None:
         """Forget a broken pool so the next sample starts fresh processes."""
@@ -84,11 +120,14 @@ class _PoolHolder:
             for size, p in list(self._pools.items()):
                 if p is pool:
                     del self._pools[size]
+                    self._forget(pool)
         pool.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:
         with self._lock:
             pools, self._pools = list(self._pools.values()), {}
+            for pool in pools:
+                self._forget(pool)
         for pool in pools:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -126,6 +165,20 @@ def _store_path(store: Any) -> str:
     raise TypeError("the store does not expose its directory (path)")
 
 
+def expected_entries(store: Any, anchor: bytes, depth: int) -> int:
+    """Estimated stamp entries in the neighbourhood: the store's stamp count over 2^(compared bits).
+
+    Exact at depth 0; otherwise addresses are uniform, so the neighbourhood
+    holds about ``1 / 2^bits`` of them (bits as ``neighbourhood_range``
+    compares them). Reads LMDB's per-database counters only.
+    """
+    if depth > MAX_PO or not anchor:
+        return 0
+    bits = min(depth, 8 * min(4, len(anchor)))
+    stamps = sum(store.shard(i).counts()["stamps"] for i in range(int(store.shard_count)))
+    return stamps >> bits
+
+
 def default_workers() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -161,7 +214,8 @@ class _Phase1:
     """Runs shard scans, in the pool or (workers == 0) in this process."""
 
     def __init__(self, store: Any, anchor: bytes, depth: int, consensus_time: int,
-                 excluded: frozenset[bytes], workers: int, k: int) -> None:  # fmt: skip
+                 excluded: frozenset[bytes], workers: int, k: int,
+                 progress: Callable[[int], None] | None = None) -> None:  # fmt: skip
         self.store = store
         self.path = _store_path(store)
         self.shards = int(store.shard_count)
@@ -174,18 +228,53 @@ class _Phase1:
         self.pool = _POOL.get(self.workers) if self.workers else None
         self.stats = SampleStats(workers=max(1, self.workers))
         self.rescans = 0
+        self.progress = progress
 
-    def _task(self, shard: int, k: int, after: tuple[bytes, bytes] | None) -> ShardTask:
-        return ShardTask(self.path, shard, self.anchor, self.depth, self.consensus_time, self.excluded, k, after)
+    def _task(self, shard: int, k: int, after: tuple[bytes, bytes] | None, slot: int | None = None) -> ShardTask:
+        return ShardTask(self.path, shard, self.anchor, self.depth, self.consensus_time, self.excluded, k, after, slot)
 
-    def _run(self, tasks: list[ShardTask]) -> list[ShardScan]:
+    def _run_here(self, tasks: list[ShardTask], progress: Callable[[int], None] | None) -> list[ShardScan]:
+        out = []
+        done = 0
+
+        def report(n: int) -> None:
+            nonlocal done
+            done += n
+            progress(done)  # type: ignore[misc]
+
+        for t in tasks:
+            with self.store.shard(t.shard).snapshot() as snap:
+                out.append(scan_snapshot(t, snap, report if progress is not None else None))
+        return out
+
+    def _run(self, tasks: list[ShardTask], progress: Callable[[int], None] | None = None) -> list[ShardScan]:
+        """Scan ``tasks``; ``progress(entries walked so far)`` is called now and then while they run."""
         if self.pool is None:
-            out = []
-            for t in tasks:
-                with self.store.shard(t.shard).snapshot() as snap:
-                    out.append(scan_snapshot(t, snap))
-            return out
-        futures: list[Future[ShardScan]] = [self.pool.submit(scan_shard, t) for t in tasks]
+            return self._run_here(tasks, progress)
+        borrowed = _POOL.take_slot(self.pool) if progress is not None else None
+        if borrowed is not None:
+            counters, slot = borrowed
+            tasks = [ShardTask(**{**t.__dict__, "progress_slot": slot}) for t in tasks]
+        futures: list[Future[ShardScan]] = []
+        try:
+            futures = [self.pool.submit(scan_shard, t) for t in tasks]
+            if borrowed is not None:
+                pending = set(futures)
+                while pending:
+                    _, pending = wait(pending, timeout=PROGRESS_POLL, return_when=FIRST_EXCEPTION)
+                    progress(counters[slot])  # type: ignore[misc]
+                    if any(f.done() and f.exception() is not None for f in futures):
+                        break
+            return self._collect(tasks, futures)
+        finally:
+            if borrowed is not None:
+                # Only once every task is finished or cancelled: a late worker must not write into a reused slot.
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+                _POOL.give_slot(self.pool, slot)
+
+    def _collect(self, tasks: list[ShardTask], futures: list[Future[ShardScan]]) -> list[ShardScan]:
         out = []
         for task, fut in zip(tasks, futures, strict=True):
             try:
@@ -202,6 +291,7 @@ class _Phase1:
     def _record(self, scans: list[ShardScan], rescan: bool) -> None:
         for scan in scans:
             self.stats.worker_peak_rss_kb = max(self.stats.worker_peak_rss_kb, scan.peak_rss_kb)
+            self.stats.worker_anon_rss_kb = max(self.stats.worker_anon_rss_kb, scan.anon_rss_kb)
             if rescan:
                 # A rescan walks the same entries again: count its time, not its entries.
                 self.stats.add_counts({k: v for k, v in scan.stats.items() if k.endswith("_duration")})
@@ -209,7 +299,8 @@ class _Phase1:
                 self.stats.add_counts(scan.stats)
 
     def first(self) -> list[ShardScan]:
-        scans = self._run([self._task(s, self.k, None) for s in range(self.shards)])
+        # Only the first pass reports progress: rescans walk entries already counted.
+        scans = self._run([self._task(s, self.k, None) for s in range(self.shards)], self.progress)
         self._record(scans, rescan=False)
         return scans
 
@@ -363,6 +454,7 @@ def reserve_sample(
     min_batch_balance: int | None = None,
     workers: int | None = None,
     k: int = DEFAULT_K,
+    progress: Callable[[int], None] | None = None,
 ) -> SampleResult:
     """The reserve sample of the neighbourhood ``proximity(address, anchor) >= depth``.
 
@@ -370,6 +462,11 @@ def reserve_sample(
     ``workers`` processes scan the shards (default: the usable CPUs; 0 scans
     in this process, for debugging). Raises ``InsufficientSample`` when fewer
     than 16 eligible chunks exist.
+
+    ``progress``, if given, is called in this thread during phase 1 with the
+    number of stamp entries walked so far (about every 0.1 s; workers add to
+    a shared counter every few thousand entries); ``expected_entries`` gives
+    the total to expect.
     """
     if not anchor:
         raise ValueError("anchor is empty")
@@ -380,7 +477,7 @@ def reserve_sample(
     t0 = time.perf_counter()
     excluded = below_balance_batches(store.batches, min_batch_balance)
     nworkers = default_workers() if workers is None else workers
-    phase1 = _Phase1(store, anchor, depth, consensus_time, excluded, nworkers, k)
+    phase1 = _Phase1(store, anchor, depth, consensus_time, excluded, nworkers, k, progress)
     streams = [_ShardStream(scan) for scan in phase1.first()]
     t1 = time.perf_counter()
     stats = phase1.stats
@@ -408,6 +505,12 @@ async def reserve_sample_async(
     min_batch_balance: int | None = None,
     workers: int | None = None,
     k: int = DEFAULT_K,
+    progress: Callable[[int], None] | None = None,
 ) -> SampleResult:
-    """``reserve_sample`` in a thread, so the event loop keeps serving while it runs."""
-    return await asyncio.to_thread(reserve_sample, store, anchor, depth, consensus_time, min_batch_balance, workers, k)
+    """``reserve_sample`` in a thread, so the event loop keeps serving while it runs.
+
+    ``progress`` is called in that thread, not in the event loop.
+    """
+    return await asyncio.to_thread(
+        reserve_sample, store, anchor, depth, consensus_time, min_batch_balance, workers, k, progress
+    )

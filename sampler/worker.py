@@ -11,13 +11,27 @@ transaction, so a shard is sampled from one consistent snapshot.
 
 The worker returns plain tuples and counters: the parent (phase 2) loads the
 full chunks and stamps of the few candidates that can enter the sample.
+
+Progress. When the task names a slot, the worker adds the entries it has
+walked into that slot of a shared counter array (handed to every worker
+process once, by the pool initializer) at each hashed batch of rows, at most
+every ``PROGRESS_EVERY`` entries: nothing is done per entry.
+
+Memory. Everything a scan allocates is bounded: one ``ROWS x STRIDE``
+buffer, ``ROWS`` pending row entries and at most ``2k`` candidates; entries
+and chunk bytes are read from LMDB's read-only file map (page cache, not
+process memory). The scan reports the process's anonymous (private) RSS
+apart from its file-backed RSS, since only the former is memory the sample
+costs.
 """
 
 from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +47,48 @@ ROWS = 256  # rows per kernel call: amortises its argument checks and dispatch o
 STRIDE = 4208  # >= 97 + 8 + 4096 (a full SOC), rounded up to 16
 _CAC, _SOC = 1, 2
 _MIN_CAC, _MAX_CAC = 8, 8 + 4096
+PROGRESS_EVERY = 4096  # entries between two progress reports (at the next hashed batch)
+
+# The shared progress counters of this worker process (see ``init_worker``).
+_progress: Any = None
+
+
+def init_worker(progress: Any) -> None:
+    """Pool initializer: keep the pool's shared ``int64`` counter array (a locked ``Array``)."""
+    global _progress
+    _progress = progress
+
+
+def _slot_reporter(slot: int) -> Callable[[int], None] | None:
+    counters = _progress
+    if counters is None:
+        return None
+
+    def add(n: int) -> None:
+        with counters.get_lock():
+            counters[slot] += n
+
+    return add
+
+
+def memory_kb() -> dict[str, int]:
+    """This process's memory from /proc/self/status, in kB: RssAnon, RssFile, RssShmem, VmRSS, VmHWM.
+
+    Empty where /proc is not available. RssAnon is private memory (heap,
+    buffers); RssFile counts pages of mapped files (LMDB's map of the store),
+    which are page cache the kernel reclaims at will; VmHWM is the peak of
+    their sum.
+    """
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                name, _, rest = line.partition(b":")
+                if name in (b"RssAnon", b"RssFile", b"RssShmem", b"VmRSS", b"VmHWM"):
+                    out[name.decode()] = int(rest.split()[0])
+    except OSError:
+        pass
+    return out
 
 
 def _hash_rows(
@@ -58,6 +114,7 @@ class ShardTask:
     excluded: frozenset[bytes]
     k: int
     after: Key | None = None
+    progress_slot: int | None = None  # slot of the pool's progress counters to add walked entries to
 
 
 @dataclass
@@ -68,25 +125,29 @@ class ShardScan:
     after: Key | None
     k: int
     stats: dict[str, float] = field(default_factory=dict)
-    peak_rss_kb: int = 0  # of the process that ran the scan (a maximum, not a sum)
+    peak_rss_kb: int = 0  # of the process that ran the scan (a maximum, not a sum); includes file pages
+    anon_rss_kb: int = 0  # anonymous (private) RSS of that process at the end of the scan
 
 
 def scan_shard(task: ShardTask) -> ShardScan:
     """Phase 1 over one shard, in a worker process: opens the shard read-only."""
     try:
         with ShardReader(task.path, task.shard) as reader, reader.snapshot() as snap:
-            return scan_snapshot(task, snap)
+            report = _slot_reporter(task.progress_slot) if task.progress_slot is not None else None
+            return scan_snapshot(task, snap, report)
     except Exception as exc:
         # Re-raised as one picklable type: exceptions with their own constructor
         # arguments cannot cross the process boundary intact.
         raise SamplerWorkerError(task.shard, f"{type(exc).__name__}: {exc}") from None
 
 
-def scan_snapshot(task: ShardTask, snap: ShardSnapshot) -> ShardScan:
+def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None] | None = None) -> ShardScan:
     """Phase 1 over one shard read through ``snap`` (one read transaction).
 
     In-process callers pass a snapshot of the store's own shard: LMDB allows
-    one open handle per environment and process.
+    one open handle per environment and process. ``report(n)``, if given, is
+    called with the number of entries walked since its last call, at most
+    every ``PROGRESS_EVERY`` entries (at hashed batches) and once at the end.
     """
     t_start = time.perf_counter()
     anchor = task.anchor
@@ -111,9 +172,11 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot) -> ShardScan:
     total = below = rogue = new = loads = load_failed = 0
     read_ns = 0
     taddr_s = 0.0
+    reported = 0
 
-    def flush() -> None:
-        nonlocal taddr_s
+    def flush(total: int) -> None:
+        # ``total`` passed in, not closed over: the per-entry loop keeps it a fast local.
+        nonlocal taddr_s, reported
         n = len(addresses)
         if n:
             t = time.perf_counter()
@@ -124,6 +187,9 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot) -> ShardScan:
         types.clear()
         entry_rows.clear()
         entry_batches.clear()
+        if report is not None and total - reported >= PROGRESS_EVERY:
+            report(total - reported)
+            reported = total
 
     perf_ns = time.perf_counter_ns
     last_address = None  # the chunk in the newest row, for its further stamps
@@ -146,7 +212,7 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot) -> ShardScan:
             continue
         n = len(addresses)
         if n == ROWS:
-            flush()
+            flush(total)
             n = 0
         t = perf_ns()
         try:
@@ -173,16 +239,20 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot) -> ShardScan:
         entry_rows.append(n)
         entry_batches.append(batch_id)
         last_address = address
-    flush()
+    flush(total)
+    if report is not None and total > reported:
+        report(total - reported)
     elapsed = time.perf_counter() - t_start
     chunk_load_s = read_ns / 1e9
+    mem = memory_kb()
     return ShardScan(
         shard=task.shard,
         candidates=cands.result(),
         complete=cands.complete,
         after=task.after,
         k=task.k,
-        peak_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        peak_rss_kb=mem.get("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        anon_rss_kb=mem.get("RssAnon", 0),
         stats={
             "total_iterated": total,
             "below_balance_ignored": below,

@@ -169,3 +169,21 @@ def test_bad_arguments(world: World):
         reserve_sample(world.store, b"", 0, 0)
     with pytest.raises(ValueError):
         reserve_sample(world.store, A32, -1, 0)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_progress_reports_walked_entries(world: World, workers):
+    """The progress callback sees a non-decreasing count that ends at the entries walked (rescans not counted)."""
+    from sampler.pipeline import expected_entries
+
+    for k in (64, 1):
+        seen: list[int] = []
+        r = reserve_sample(world.store, A32, 0, world.base_time + 900, 100, workers=workers, k=k, progress=seen.append)
+        assert seen, "no progress reported"
+        assert seen == sorted(seen)
+        assert seen[-1] == r.stats.total_iterated
+        assert_matches(r, simple_sample(world, A32, 0, world.base_time + 900, 100))
+    # At depth 0 the expected count is exact: every stamp entry is walked.
+    assert expected_entries(world.store, A32, 0) == r.stats.total_iterated
+    assert expected_entries(world.store, A32, 2) == r.stats.total_iterated >> 2
+    assert expected_entries(world.store, A32, 32) == 0

@@ -70,3 +70,68 @@ def test_bad_usage(store_dir, tmp_path, capsys):
         assert info.value.code == 2
     assert main(["--data-dir", str(tmp_path / "missing"), "--depth", "0", "--anchor1", "64", "--anchor2", "1e"]) == 1
     assert "cannot open store" in capsys.readouterr().err
+
+
+def _run_cli(argv: list[str], stderr_tty: bool) -> tuple[int, bytes, bytes]:
+    """Run ``chunkstore sample`` in a fresh process; stderr on a pty (with a window size) or a pipe."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-c", "import sys; from sampler.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
+    if not stderr_tty:
+        proc = subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave)
+    finally:
+        os.close(slave)
+    err = b""
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        err += data
+    os.close(master)
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+def _argv(path: str, base: int, workers: int) -> list[str]:
+    return ["--data-dir", path, "--depth", "0", "--anchor1", "64", "--anchor2", "1e",
+            "--consensus-time", str(base + 900), "--workers", str(workers), "--rchash-only"]  # fmt: skip
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_no_progress_when_stderr_is_not_a_terminal(store_dir, workers):
+    path, base = store_dir
+    rc, out, err = _run_cli(_argv(path, base, workers), stderr_tty=False)
+    assert rc == 0
+    assert err == b""
+    assert list(json.loads(out)) == ["hash", "proofs", "durationSeconds"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_progress_bar_on_a_terminal(store_dir, workers):
+    pytest.importorskip("pty")
+    path, base = store_dir
+    with ChunkStore(path, readonly=True) as store:
+        total = reserve_sample(store, b"\x64", 0, base + 900, workers=0).stats.total_iterated
+    rc, out, err = _run_cli(_argv(path, base, workers), stderr_tty=True)
+    assert rc == 0
+    text = err.decode("utf-8", "replace")
+    assert "sampling" in text
+    assert f"{total}/{total}" in text  # tqdm's count of walked entries, ended at 100%
+    assert "100%" in text and "chunk/s" in text
+    # stdout stays the clean JSON answer
+    assert list(json.loads(out)) == ["hash", "proofs", "durationSeconds"]
