@@ -33,7 +33,8 @@ def filled_store(tmp_path, n_cac: int = 40, n_soc: int = 10) -> tuple[ChunkStore
         addr, data, stamp = up.cac(b"cac %d" % i)
         store.put(data, stamp)
     for i in range(n_soc):
-        soc, stamp = up.soc(b"soc %d" % i)
+        # fixed ids: with random ones the neighbourhood sizes the tests rely on would vary
+        soc, stamp = up.soc(b"soc %d" % i, soc_id=keccak256(b"soc id %d" % i))
         store.put(soc.data, stamp)
     return store, up
 
