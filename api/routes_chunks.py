@@ -85,26 +85,22 @@ def _build_soc(store: Any, owner: bytes, soc_id: bytes, sig: bytes, wrapped: byt
         raise ApiError(401, f"{what}: {exc}") from None
 
 
+# The reference node's wording for each store refusal; the store's reason follows it.
+_PUT_ERROR_PREFIX = {
+    "UnknownBatch": "batch with id not found",
+    "InvalidSignature": "stamp signature is invalid",
+    "InvalidStamp": "stamp is invalid",
+    "StampConflict": "stamp conflicts with a stored chunk",
+    "InvalidChunk": "create chunk error",
+    "BucketFull": "batch is overissued",
+    "OutOfRadius": "chunk is outside the storage radius",
+}
+
+
 def _put_error(exc: SwarmError) -> ApiError:
     """A store refusal as the reference words it, with the store's reason appended."""
     status = status_for(exc)
-    kind = type(exc).__name__
-    if kind == "UnknownBatch":
-        prefix = "batch with id not found"
-    elif kind == "InvalidSignature":
-        prefix = "stamp signature is invalid"
-    elif kind == "InvalidStamp":
-        prefix = "stamp is invalid"
-    elif kind == "StampConflict":
-        prefix = "stamp conflicts with a stored chunk"
-    elif kind == "InvalidChunk":
-        prefix = "create chunk error"
-    elif kind == "BucketFull":
-        prefix = "batch is overissued"
-    elif kind == "OutOfRadius":
-        prefix = "chunk is outside the storage radius"
-    else:
-        prefix = "chunk write error"
+    prefix = _PUT_ERROR_PREFIX.get(type(exc).__name__, "chunk write error")
     return ApiError(status, f"{prefix}: {exc}")
 
 
