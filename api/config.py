@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chunkstore.soc import MAX_SOC_DATA_SIZE
+
 ENV_PREFIX = "CHUNKSTORE_"
 DEFAULT_PORT = 1633
 # The largest chunk upload the reference node accepts: a SOC (97-byte header) around a full CAC.
-SOC_MAX_BODY = 97 + 8 + 4096
+SOC_MAX_BODY = MAX_SOC_DATA_SIZE
 DEFAULT_RESERVE_CAPACITY = 1 << 22  # chunks, the reference node's
 MAX_CAPACITY_DOUBLING = 1  # the reference node allows at most one doubling
 MAX_RADIUS = 31

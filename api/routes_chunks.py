@@ -14,7 +14,10 @@ from typing import Any
 
 from aiohttp import web
 
+from chunkstore.bmt import SPAN_SIZE
+from chunkstore.cac import MAX_DATA_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
 from chunkstore.errors import SwarmError
+from chunkstore.soc import MAX_SOC_DATA_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
 from chunkstore.soc import verify_soc_signature
 from chunkstore.stamp import STAMP_SIZE
 
@@ -23,10 +26,6 @@ from .params import decode_hex, parse_uint
 from .state import state_of
 
 log = logging.getLogger("chunkstore.api")
-
-SPAN_SIZE = 8
-CHUNK_WITH_SPAN = 4096 + SPAN_SIZE  # largest CAC (and wrapped CAC of a SOC)
-SOC_MAX_CHUNK = 32 + 65 + CHUNK_WITH_SPAN  # largest body of POST /chunks
 
 STAMP_HEADER = "Swarm-Postage-Stamp"
 BATCH_HEADER = "Swarm-Postage-Batch-Id"

@@ -24,9 +24,13 @@ from coincurve import PublicKey
 
 from .admission import admit
 from .batchstore import Batch
+from .bmt import SPAN_SIZE as SPAN
+from .cac import MAX_DATA_SIZE as MAX_CAC
 from .errors import SwarmError
 from .layout import ChunkType
+from .signer import PERSONAL_PREFIX
 from .soc import HEADER_SIZE as SOC_HEADER
+from .soc import MAX_SOC_DATA_SIZE as MAX_SOC
 from .soc import REPLICAS_OWNER
 from .stamp import STAMP_SIZE
 from .store_errors import UnknownBatch
@@ -36,11 +40,8 @@ UNKNOWN_BATCH = 1
 BAD_CHUNK = 2
 BAD_STAMP = 3
 
-SPAN = 8
-MAX_CAC = SPAN + 4096
-MAX_SOC = SOC_HEADER + MAX_CAC
 STRIDE = 4224  # row width for the hashing kernels: room for the longest SOC, rounded up
-_PERSONAL = b"\x19Ethereum Signed Message:\n32"  # personal-sign prefix of a 32-byte message
+_PERSONAL = PERSONAL_PREFIX + b"32"  # personal-sign prefix of a 32-byte message
 _REPLICAS = np.frombuffer(REPLICAS_OWNER, np.uint8)
 
 

@@ -108,13 +108,7 @@ class PrefixedStream:
 
     def read(self, n: int) -> bytes:
         out = bytearray(n)
-        got = 0
-        view = memoryview(out)
-        while got < n:
-            k = self.readinto(view[got:])
-            if not k:
-                break
-            got += k
+        got = _read_exact(self, memoryview(out))
         return bytes(out[:got])
 
 

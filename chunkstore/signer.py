@@ -16,12 +16,12 @@ from .keccak import keccak256
 
 SIGNATURE_SIZE = 65
 ADDRESS_SIZE = 20
-_PERSONAL_PREFIX = b"\x19Ethereum Signed Message:\n"
+PERSONAL_PREFIX = b"\x19Ethereum Signed Message:\n"
 
 
 def personal_digest(data: bytes) -> bytes:
     """Digest that personal-sign actually signs for message ``data``."""
-    return keccak256(_PERSONAL_PREFIX + str(len(data)).encode() + bytes(data))
+    return keccak256(PERSONAL_PREFIX + str(len(data)).encode() + bytes(data))
 
 
 def public_key_address(public_key: coincurve.PublicKey) -> bytes:

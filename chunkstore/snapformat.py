@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .soc import MAX_SOC_DATA_SIZE
 from .stamp import STAMP_SIZE
 from .transfer_errors import CorruptInput
 
@@ -42,7 +43,7 @@ INDEX_TAG = b"INDX"
 END_TAG = b"SEND"
 ADDRESS = 32
 RECORD_FIXED = ADDRESS + STAMP_SIZE + 2  # per record: address, stamp, u16 length
-MAX_DATA = 97 + 8 + 4096
+MAX_DATA = MAX_SOC_DATA_SIZE  # a SOC around a full CAC, the longest chunk data
 
 _FILE = struct.Struct(">8sIII8sI")  # magic, version, flags, frame limit, reserved, crc
 _FRAME = struct.Struct(">4sIIIIIII")  # tag, frame, records, clen, dlen, dcrc, reserved, crc

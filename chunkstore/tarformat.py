@@ -21,13 +21,15 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
+from .bmt import SPAN_SIZE
+from .soc import MAX_SOC_DATA_SIZE
 from .stamp import STAMP_SIZE
 from .transfer_errors import CorruptInput
 
 BLOCK = 512
 LENGTH_PREFIX = 4  # uint32 big-endian data length before the data
-MIN_DATA = 8  # a span and nothing else
-MAX_DATA = 97 + 8 + 4096  # a SOC with a full payload: id | signature | span | payload
+MIN_DATA = SPAN_SIZE  # a span and nothing else
+MAX_DATA = MAX_SOC_DATA_SIZE  # a SOC with a full payload: id | signature | span | payload
 MIN_RECORD = LENGTH_PREFIX + MIN_DATA + STAMP_SIZE
 MAX_RECORD = LENGTH_PREFIX + MAX_DATA + STAMP_SIZE
 END_OF_ARCHIVE = bytes(2 * BLOCK)

@@ -36,17 +36,21 @@ from typing import Any
 import numpy as np
 
 from chunkstore import hashing
+from chunkstore.bmt import SPAN_SIZE
+from chunkstore.cac import MAX_DATA_SIZE
+from chunkstore.layout import ChunkType
 from chunkstore.shard import ShardReader, ShardSnapshot
-from chunkstore.soc import HEADER_SIZE
+from chunkstore.soc import HEADER_SIZE, MAX_SOC_DATA_SIZE
 from chunkstore.store_errors import ChunkNotFound
 
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
 
 ROWS = 256  # rows per kernel call: amortises its argument checks and dispatch over many chunks
-STRIDE = 4208  # >= 97 + 8 + 4096 (a full SOC), rounded up to 16
-_CAC, _SOC = 1, 2
-_MIN_CAC, _MAX_CAC = 8, 8 + 4096
+STRIDE = -(-MAX_SOC_DATA_SIZE // 16) * 16  # room for a full SOC, rounded up to 16 (4208)
+# plain ints: the per-entry loop compares them faster than IntEnum members
+_CAC, _SOC = int(ChunkType.CAC), int(ChunkType.SOC)
+_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_DATA_SIZE
 PROGRESS_EVERY = 4096  # entries between two progress reports (at the next hashed batch)
 
 # The shared progress counters of this worker process (see ``init_worker``).
