@@ -15,10 +15,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("api.server", "run the HTTP daemon"),
     "sample": ("sampler.cli", "compute the reserve sample, hash and proofs (the /rchash answer)"),
-    "verify": ("chunkstore.verify", "check every stored chunk, stamp and index entry"),
-    "import": ("chunkstore.importer", "load a reserve: the reference node's export tar, or a snapshot"),
-    "export": ("chunkstore.exporter", "write the reserve as the reference node's tar, or as a snapshot"),
-    "selfcheck": ("chunkstore.selfcheck", "check the hashing and signing primitives against the reference vector"),
+    "verify": ("chunkstore.store.verify", "check every stored chunk, stamp and index entry"),
+    "import": ("chunkstore.transfer.importer", "load a reserve: the reference node's export tar, or a snapshot"),
+    "export": ("chunkstore.transfer.exporter", "write the reserve as the reference node's tar, or as a snapshot"),
+    "selfcheck": ("chunkstore.testing.recipe", "check the hashing and signing primitives against the reference vector"),
 }
 
 

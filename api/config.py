@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from chunkstore.soc import MAX_SOC_DATA_SIZE
+from chunkstore.swarm.soc import MAX_SOC_DATA_SIZE
 
 ENV_PREFIX = "CHUNKSTORE_"
 DEFAULT_PORT = 1633

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chunkstore.cac import make_cac
-from chunkstore.errors import SwarmError
-from chunkstore.keccak import keccak256
-from chunkstore.proximity import proximity
-from chunkstore.signer import Signer
-from chunkstore.soc import make_soc
-from chunkstore.stamp import bucket_of, sign_stamp
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.proximity import proximity
+from chunkstore.swarm.signer import Signer
+from chunkstore.swarm.soc import make_soc
+from chunkstore.swarm.stamp import bucket_of, sign_stamp
 
 from .storeapi import make_batch
 

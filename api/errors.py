@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.errors import SwarmError
+from chunkstore.swarm.errors import SwarmError
 
 log = logging.getLogger("chunkstore.api")
 

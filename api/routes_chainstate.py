@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.errors import SwarmError
+from chunkstore.swarm.errors import SwarmError
 
 from .auth import require_admin
 from .errors import ApiError, json_response

@@ -14,12 +14,12 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.bmt import SPAN_SIZE
-from chunkstore.cac import MAX_DATA_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
-from chunkstore.errors import SwarmError
-from chunkstore.soc import MAX_SOC_DATA_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
-from chunkstore.soc import verify_soc_signature
-from chunkstore.stamp import STAMP_SIZE
+from chunkstore.swarm.bmt.reference import SPAN_SIZE
+from chunkstore.swarm.cac import MAX_DATA_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.soc import MAX_SOC_DATA_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
+from chunkstore.swarm.soc import verify_soc_signature
+from chunkstore.swarm.stamp import STAMP_SIZE
 
 from .errors import ApiError, ParamError, json_response, status_for
 from .params import decode_hex, parse_uint

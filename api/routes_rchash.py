@@ -39,7 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.errors import SwarmError
+from chunkstore.swarm.errors import SwarmError
 from sampler.proof import make_inclusion_proofs, sample_chunk
 from sampler.render import render_rchash
 

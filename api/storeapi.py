@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chunkstore.batchstore import Batch
-from chunkstore.chainstate import EMPTY as EMPTY_CHAINSTATE
-from chunkstore.chainstate import ChainState, InvalidChainState, batch_ttl, parse_chainstate
-from chunkstore.reserve import ReserveOptions
-from chunkstore.reserve_worker import ReserveWorker
-from chunkstore.store import ChunkStore
-from chunkstore.store_errors import StoreFormatError
+from chunkstore.reserve.chainstate import EMPTY as EMPTY_CHAINSTATE
+from chunkstore.reserve.chainstate import ChainState, InvalidChainState, batch_ttl, parse_chainstate
+from chunkstore.reserve.reserve import ReserveOptions
+from chunkstore.reserve.worker import ReserveWorker
+from chunkstore.store.batchstore import Batch
+from chunkstore.store.errors import StoreFormatError
+from chunkstore.store.store import ChunkStore
 from sampler import reserve_sample_async
 
 __all__ = [

@@ -40,12 +40,12 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
+from chunkstore.store.batchstore import Batch  # noqa: E402
+from chunkstore.store.store import ChunkStore  # noqa: E402
+from chunkstore.swarm.cac import make_cac  # noqa: E402
+from chunkstore.swarm.keccak import keccak256  # noqa: E402
+from chunkstore.swarm.signer import Signer  # noqa: E402
+from chunkstore.swarm.stamp import bucket_of, sign_stamp  # noqa: E402
 
 DEPTH, BUCKET_DEPTH = 22, 16
 

@@ -5,8 +5,8 @@ Full 4096-byte chunks (the worst case: no zero subtrees to skip), plain
 sampler's transformed address). Methods:
 
   naive      a new keccak object per node over concatenated bytes -- the baseline
-  reference  chunkstore.bmt.chunk_hash (safe-pysha3, level-at-a-time)
-  numba-1    chunkstore.hashing batch call, --batch rows per call, one thread,
+  reference  chunkstore.swarm.bmt.reference.chunk_hash (safe-pysha3, level-at-a-time)
+  numba-1    chunkstore.swarm.bmt.accelerated batch call, --batch rows per call, one thread,
              scalar permutation only (one keccak at a time)
   numba      the same with the default kernel: wide tree levels 8 pairs per
              vectorised permutation
@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # chunkstore witho
 
 from bench_keccak import CALLS_PER_CHUNK, cores, rate, single_lane_limit  # noqa: E402
 
-from chunkstore import bmt, hashing  # noqa: E402
+from chunkstore.swarm.bmt import accelerated as hashing  # noqa: E402
+from chunkstore.swarm.bmt import reference as bmt  # noqa: E402
 
 PAYLOAD = 4096
 DATA = 8 + PAYLOAD

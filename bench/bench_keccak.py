@@ -93,11 +93,11 @@ def openssl_rate(size: int = MSG_SIZE) -> float | None:
 
 def numba_permutation_rate(seconds: float) -> float | None:
     """Keccak-f[1600] permutations/s on one thread, or None if the numba backend is off."""
-    from chunkstore import hashing
+    from chunkstore.swarm.bmt import accelerated as hashing
 
     if hashing.BACKEND != "numba":
         return None
-    from chunkstore import keccak_numba
+    from chunkstore.swarm.bmt import numba_kernels as keccak_numba
 
     state = np.zeros(25, np.uint64)
     keccak_numba.permutation_loop(state, 1)
@@ -106,11 +106,11 @@ def numba_permutation_rate(seconds: float) -> float | None:
 
 def numba_x8_rate(seconds: float) -> float | None:
     """Keccak-f[1600] instances/s through the 8-way permutation on one thread, or None."""
-    from chunkstore import hashing
+    from chunkstore.swarm.bmt import accelerated as hashing
 
     if hashing.BACKEND != "numba":
         return None
-    from chunkstore import keccak_numba
+    from chunkstore.swarm.bmt import numba_kernels as keccak_numba
 
     state = np.zeros(25 * 8, np.uint64)
     keccak_numba.permutation_loop_x8(state, 1)
@@ -119,7 +119,7 @@ def numba_x8_rate(seconds: float) -> float | None:
 
 def numba_batch_rate(seconds: float, size: int = MSG_SIZE, rows: int = 4096) -> float | None:
     """hashing.keccak256_batch calls/s on ``size``-byte rows, or None if the numba backend is off."""
-    from chunkstore import hashing
+    from chunkstore.swarm.bmt import accelerated as hashing
 
     if hashing.BACKEND != "numba":
         return None
@@ -147,7 +147,7 @@ def main() -> None:
     args = ap.parse_args()
     seconds = 0.5 if args.quick else args.seconds
 
-    from chunkstore import hashing
+    from chunkstore.swarm.bmt import accelerated as hashing
 
     n = cores()
     print(f"backend={hashing.BACKEND} cores={n} input={MSG_SIZE} bytes")

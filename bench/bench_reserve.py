@@ -37,14 +37,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_store import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload  # noqa: E402
 
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.proximity import proximity  # noqa: E402
-from chunkstore.reserve import ReserveOptions  # noqa: E402
-from chunkstore.reserve_worker import ReserveWorker  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
+from chunkstore.reserve.reserve import ReserveOptions  # noqa: E402
+from chunkstore.reserve.worker import ReserveWorker  # noqa: E402
+from chunkstore.store.batchstore import Batch  # noqa: E402
+from chunkstore.store.store import ChunkStore  # noqa: E402
+from chunkstore.swarm.cac import make_cac  # noqa: E402
+from chunkstore.swarm.proximity import proximity  # noqa: E402
+from chunkstore.swarm.signer import Signer  # noqa: E402
+from chunkstore.swarm.stamp import bucket_of, sign_stamp  # noqa: E402
 
 OVERLAY = bytes.fromhex("9e" + "51" * 31)
 UPLOAD_PO = 4

@@ -50,13 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_keccak import CALLS_PER_CHUNK, cores, numba_permutation_rate, single_lane_limit  # noqa: E402
 
-from chunkstore import hashing  # noqa: E402
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.soc import make_soc  # noqa: E402
-from chunkstore.stamp import Stamp, bucket_of, sign_stamp, validate_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
+from chunkstore.store.batchstore import Batch  # noqa: E402
+from chunkstore.store.store import ChunkStore  # noqa: E402
+from chunkstore.swarm.bmt import accelerated as hashing  # noqa: E402
+from chunkstore.swarm.keccak import keccak256  # noqa: E402
+from chunkstore.swarm.signer import Signer  # noqa: E402
+from chunkstore.swarm.soc import make_soc  # noqa: E402
+from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp, validate_stamp  # noqa: E402
 from sampler import InsufficientSample, reserve_sample, sample_hash  # noqa: E402
 from sampler.items import SAMPLE_SIZE, SampleItem, transformed_address  # noqa: E402
 

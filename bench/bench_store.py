@@ -24,12 +24,12 @@ from concurrent.futures import ProcessPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.shard import ShardReader  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import STAMP_SIZE, bucket_of, parse_stamp, sign_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
+from chunkstore.store.batchstore import Batch  # noqa: E402
+from chunkstore.store.shard import ShardReader  # noqa: E402
+from chunkstore.store.store import ChunkStore  # noqa: E402
+from chunkstore.swarm.cac import make_cac  # noqa: E402
+from chunkstore.swarm.signer import Signer  # noqa: E402
+from chunkstore.swarm.stamp import STAMP_SIZE, bucket_of, parse_stamp, sign_stamp  # noqa: E402
 
 KEY = hashlib.sha256(b"bench_store batch owner").digest()
 BATCH_ID = hashlib.sha256(b"bench_store batch").digest()

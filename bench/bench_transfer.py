@@ -36,11 +36,11 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from chunkstore.batchfile import dump_batches  # noqa: E402
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
+from chunkstore.store.batchstore import Batch  # noqa: E402
+from chunkstore.swarm.keccak import keccak256  # noqa: E402
+from chunkstore.swarm.signer import Signer  # noqa: E402
+from chunkstore.swarm.stamp import bucket_of, sign_stamp  # noqa: E402
+from chunkstore.transfer.batchfile import dump_batches  # noqa: E402
 
 CACHE = os.path.join(ROOT, "bench", ".cache")
 FORMAT = 1  # bump when the cached tar's recipe changes
@@ -60,9 +60,9 @@ def _batch() -> Batch:
 
 def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
     """Tar entries (headers, records, padding) of chunks lo..hi-1."""
-    from chunkstore import hashing
-    from chunkstore import tarformat as tarf
-    from chunkstore.soc import make_soc
+    from chunkstore.swarm.bmt import accelerated as hashing
+    from chunkstore.swarm.soc import make_soc
+    from chunkstore.transfer import tarformat as tarf
 
     rng = np.random.default_rng(lo)
     signer = _signer()
@@ -112,7 +112,7 @@ def source_tar(n: int, soc_fraction: float) -> str:
 
 def _child_import(args: argparse.Namespace) -> None:
     """Run one import in this (child) process and print its figures as JSON."""
-    from chunkstore.importer import import_reserve
+    from chunkstore.transfer.importer import import_reserve
 
     report = import_reserve(args.store, args.source, batches=[_batch()], workers=args.workers,
                             memory_budget=args.memory_budget * MiB, show_progress=False)
@@ -129,8 +129,8 @@ def _child_import(args: argparse.Namespace) -> None:
 
 def _child_naive(args: argparse.Namespace) -> None:
     """The baseline: parse the tar with tarfile and put each entry (validated, one durable commit each)."""
-    from chunkstore.importbudget import peak_rss_bytes
-    from chunkstore.store import ChunkStore
+    from chunkstore.store.store import ChunkStore
+    from chunkstore.transfer.budget import peak_rss_bytes
 
     with ChunkStore(args.store) as store, tarfile.open(args.source) as tar:
         store.batches.add(_batch())
@@ -189,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         _child_naive(args)
         return 0
 
-    from chunkstore.exporter import export_reserve
-    from chunkstore.importer import default_workers
+    from chunkstore.transfer.exporter import export_reserve
+    from chunkstore.transfer.importer import default_workers
 
     n = args.chunks
     workers = default_workers() if args.workers is None else args.workers
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             state = "under" if peak < args.memory_budget else "OVER"
             print(f"import {name}: peak RSS {peak:.0f} MiB, {state} the budget of {args.memory_budget} MiB")
         if args.verify:
-            from chunkstore.verify import verify_store
+            from chunkstore.store.verify import verify_store
 
             t = time.perf_counter()
             report = verify_store(os.path.join(work, "from-snap"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chunkstore.errors import SwarmError
+from chunkstore.swarm.errors import SwarmError
 
 
 def find_batch(batches: Any, batch_id: bytes) -> Any | None:

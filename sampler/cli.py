@@ -16,8 +16,8 @@ import json
 import sys
 import time
 
-from chunkstore.errors import SwarmError
-from chunkstore.progress import bar
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.transfer.progress import bar
 
 from .errors import InsufficientSample
 from .pipeline import expected_entries, reserve_sample
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
         if progress:
             print(msg, file=sys.stderr, flush=True)
 
-    from chunkstore.store import ChunkStore
+    from chunkstore.store.store import ChunkStore
 
     consensus = time.time_ns() if args.consensus_time is None else args.consensus_time
     try:

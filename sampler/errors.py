@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chunkstore.errors import SwarmError
+from chunkstore.swarm.errors import SwarmError
 
 
 class InsufficientSample(SwarmError):

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chunkstore.bmt import chunk_hash
-from chunkstore.errors import SwarmError
-from chunkstore.layout import ChunkType
-from chunkstore.soc import validate_soc
-from chunkstore.stamp import Stamp, validate_stamp
+from chunkstore.store.layout import ChunkType
+from chunkstore.swarm.bmt.reference import chunk_hash
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.soc import validate_soc
+from chunkstore.swarm.stamp import Stamp, validate_stamp
 
 from .batches import find_batch
 from .errors import SampleIntegrityError

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chunkstore.bmt import chunk_hash
-from chunkstore.keccak import keccak256
-from chunkstore.layout import ChunkType
-from chunkstore.soc import HEADER_SIZE
-from chunkstore.stamp import Stamp
+from chunkstore.store.layout import ChunkType
+from chunkstore.swarm.bmt.reference import chunk_hash
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.soc import HEADER_SIZE
+from chunkstore.swarm.stamp import Stamp
 
 SAMPLE_SIZE = 16
 

@@ -41,11 +41,11 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from chunkstore.cac import is_valid_cac
-from chunkstore.errors import SwarmError
-from chunkstore.layout import MAX_PO, ChunkType
-from chunkstore.soc import validate_soc
-from chunkstore.stamp import Stamp, validate_stamp
+from chunkstore.store.layout import MAX_PO, ChunkType
+from chunkstore.swarm.cac import is_valid_cac
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.soc import validate_soc
+from chunkstore.swarm.stamp import Stamp, validate_stamp
 
 from .batches import below_balance_batches, find_batch
 from .candidates import Candidate

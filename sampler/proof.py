@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chunkstore.bmt import SPAN_SIZE, Proof, proof_root_hash, prove
-from chunkstore.cac import make_cac
-from chunkstore.errors import InvalidProof
-from chunkstore.keccak import keccak256
-from chunkstore.layout import ChunkType
-from chunkstore.signer import recover_address
-from chunkstore.soc import parse_soc, soc_address, soc_digest
-from chunkstore.stamp import Stamp
+from chunkstore.store.layout import ChunkType
+from chunkstore.swarm.bmt.reference import SPAN_SIZE, Proof, proof_root_hash, prove
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.errors import InvalidProof
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.signer import recover_address
+from chunkstore.swarm.soc import parse_soc, soc_address, soc_digest
+from chunkstore.swarm.stamp import Stamp
 
 from .items import SAMPLE_SIZE, SampleItem, wrapped_cac
 

@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore import hashing
-from chunkstore.bmt import SPAN_SIZE
-from chunkstore.cac import MAX_DATA_SIZE
-from chunkstore.layout import ChunkType
-from chunkstore.shard import ShardReader, ShardSnapshot
-from chunkstore.soc import HEADER_SIZE, MAX_SOC_DATA_SIZE
-from chunkstore.store_errors import ChunkNotFound
+from chunkstore.store.errors import ChunkNotFound
+from chunkstore.store.layout import ChunkType
+from chunkstore.store.shard import ShardReader, ShardSnapshot
+from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt.reference import SPAN_SIZE
+from chunkstore.swarm.cac import MAX_DATA_SIZE
+from chunkstore.swarm.soc import HEADER_SIZE, MAX_SOC_DATA_SIZE
 
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError

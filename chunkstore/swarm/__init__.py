@@ -1,0 +1,1 @@
+"""Protocol primitives of Swarm."""

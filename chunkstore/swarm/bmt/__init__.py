@@ -1,0 +1,1 @@
+"""The BMT hash: the reference and the accelerated backend."""

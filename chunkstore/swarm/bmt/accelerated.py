@@ -1,0 +1,291 @@
+"""Bulk chunk hashing for the reserve sampler: one interface, two backends.
+
+``numba`` (:mod:`chunkstore.swarm.bmt.numba_kernels`) runs Keccak-f[1600] as JIT-compiled
+code over uint64 lanes, without the GIL; ``pysha3`` loops over
+:mod:`chunkstore.swarm.bmt.reference`, the reference the fast path is tested against. Both
+give byte-identical results, so callers never branch on :data:`BACKEND`.
+
+Selection happens once, at import:
+
+* ``CHUNKSTORE_HASH_BACKEND=pysha3`` forces the fallback (numba is then not
+  even imported);
+* otherwise numba is imported, every kernel is compiled (or loaded from the
+  on-disk cache) and checked against the reference on a known chunk; any
+  failure (numba missing, JIT error, a wrong answer, a big-endian host) logs a
+  warning and selects ``pysha3``.
+
+Batch layout (the same for every batch function): ``buf`` is ``uint8[rows,
+stride]``, row ``i`` holds one chunk's stored data; ``lengths[i]`` is its
+total length and ``offsets[i]`` where ``span | payload`` starts in it (0 for a
+CAC, 97 for a SOC). The number of rows processed is ``len(lengths)``; ``buf``,
+``out`` (and ``soc_addresses``) may have more rows, so a partial batch is a
+view such as ``lengths[:k]``. Bytes of a row past ``lengths[i]`` are never
+read: rows are reused buffers and may hold a previous chunk's tail.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+
+from chunkstore.swarm.errors import InvalidChunk
+from chunkstore.swarm.keccak import keccak256
+
+from . import reference as bmt
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BACKEND",
+    "ENV_VAR",
+    "transformed_addresses",
+    "bmt_hashes",
+    "keccak256_batch",
+    "chunk_hash",
+    "zero_hashes",
+]
+
+ENV_VAR = "CHUNKSTORE_HASH_BACKEND"
+SPAN_SIZE = bmt.SPAN_SIZE
+MAX_DATA_SIZE = SPAN_SIZE + bmt.CHUNK_SIZE  # 4104: span | full payload
+HASH_SIZE = 32
+
+# Hash wide tree levels 8 pairs at a time with the vectorised permutation
+# (~3x faster per full chunk than one keccak at a time here; the 8-way
+# permutation also beat the scalar one 3-4x when compiled for AVX2-only and
+# SSE2-only targets); False pins the scalar permutation everywhere.
+_WIDE = True
+
+# A fixed chunk checked against the reference at selection time, so a
+# miscompiled kernel (wrong CPU features, numba bug) can never go live.
+_SELF_TEST_PREFIX = b"chunkstore-self-test"
+_SELF_TEST_DATA = (1000).to_bytes(SPAN_SIZE, "little") + bytes(range(256)) * 3 + b"tail"
+
+
+def _load_numba() -> ModuleType:
+    if sys.byteorder != "little":
+        # The kernels read digests straight out of little-endian lanes.
+        raise RuntimeError("big-endian host")
+    from . import numba_kernels as keccak_numba
+
+    keccak_numba.warm_up()
+    expected = bmt.chunk_hash(_SELF_TEST_DATA, _SELF_TEST_PREFIX)
+    for wide in (True, False):
+        if _numba_chunk_hash(keccak_numba, _SELF_TEST_DATA, _SELF_TEST_PREFIX, wide) != expected:
+            raise RuntimeError(f"self-test: numba BMT hash (wide={wide}) differs from the reference")
+    return keccak_numba
+
+
+def _select_backend() -> tuple[str, ModuleType | None]:
+    wanted = os.environ.get(ENV_VAR, "").strip().lower()
+    if wanted == "pysha3":
+        return "pysha3", None
+    if wanted not in ("", "auto", "numba"):
+        log.warning("%s=%r is not 'numba' or 'pysha3'; choosing automatically", ENV_VAR, wanted)
+    try:
+        return "numba", _load_numba()
+    except Exception as exc:  # any import, JIT or self-test failure means: use the fallback
+        log.warning("numba hashing backend unavailable (%s: %s); using pysha3", type(exc).__name__, exc)
+        return "pysha3", None
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _contiguous(arr: np.ndarray, dtype: type) -> np.ndarray:
+    """``arr`` as a C-contiguous, writable array of ``dtype``, copying only if needed.
+
+    The kernels are compiled for exactly these array types; a read-only or
+    strided argument would otherwise trigger a fresh multi-second JIT compile.
+    """
+    out = np.ascontiguousarray(arr, dtype=dtype)
+    if not out.flags.writeable:
+        out = out.copy()
+    return out
+
+
+def _check_rows(buf: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Validate a batch (vectorised) and return (buf, lengths, offsets) ready for a kernel."""
+    if not isinstance(buf, np.ndarray) or buf.ndim != 2 or buf.dtype != np.uint8:
+        raise TypeError("buf must be a 2-D uint8 numpy array")
+    lengths = _contiguous(np.asarray(lengths).reshape(-1), np.int64)
+    offsets = _contiguous(np.asarray(offsets).reshape(-1), np.int64)
+    n = lengths.shape[0]
+    if offsets.shape[0] < n or buf.shape[0] < n:
+        raise ValueError(f"{n} lengths but {offsets.shape[0]} offsets and {buf.shape[0]} buffer rows")
+    offsets = offsets[:n]
+    data = lengths - offsets
+    bad = (data < SPAN_SIZE) | (data > MAX_DATA_SIZE) | (offsets < 0) | (lengths > buf.shape[1])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InvalidChunk(
+            f"row {i}: span|payload of {int(data[i])} bytes at offset {int(offsets[i])}, row length "
+            f"{int(lengths[i])} (stride {buf.shape[1]}); need {SPAN_SIZE}..{MAX_DATA_SIZE} bytes inside the row"
+        )
+    return _contiguous(buf[:n], np.uint8), lengths, offsets
+
+
+def _check_out(out: np.ndarray, n: int) -> None:
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 2 or out.shape[1] != HASH_SIZE:
+        raise TypeError("out must be a uint8 numpy array of shape (rows, 32)")
+    if out.shape[0] < n:
+        raise ValueError(f"out has {out.shape[0]} rows; {n} needed")
+
+
+def _run_into(out: np.ndarray, n: int, kernel_call: Callable[[np.ndarray], None]) -> None:
+    """Run ``kernel_call(target)`` writing into ``out[:n]`` directly when its layout allows."""
+    target = out[:n]
+    if target.flags.c_contiguous and target.flags.writeable:
+        kernel_call(target)
+    else:
+        tmp = np.empty((n, HASH_SIZE), np.uint8)
+        kernel_call(tmp)
+        target[...] = tmp
+
+
+# ---------------------------------------------------------------- numba path
+
+
+def _numba_batch(
+    kn: ModuleType,
+    buf: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+    is_soc: np.ndarray,
+    soc_addresses: np.ndarray,
+    prefix: bytes,
+    out: np.ndarray,
+    wide: bool | None = None,
+) -> None:
+    ctx = kn.prefix_context(prefix)
+    plain = kn.prefix_context(b"")
+    kn.bmt_batch(
+        buf, lengths, offsets, is_soc, soc_addresses,
+        ctx.node_init, ctx.node_tail, ctx.node_blocks,
+        ctx.span_init, ctx.span_tail, ctx.span_blocks,
+        ctx.tail_len, ctx.zeros, plain.node_init, _WIDE if wide is None else wide, out,
+    )  # fmt: skip
+
+
+_NO_SOC = np.zeros((1, HASH_SIZE), np.uint8)
+
+
+def _numba_chunk_hash(kn: ModuleType, data: bytes, prefix: bytes, wide: bool | None = None) -> bytes:
+    buf = np.zeros((1, MAX_DATA_SIZE), np.uint8)
+    buf[0, : len(data)] = np.frombuffer(data, np.uint8)
+    out = np.empty((1, HASH_SIZE), np.uint8)
+    lengths = np.array([len(data)], np.int64)
+    _numba_batch(kn, buf, lengths, np.zeros(1, np.int64), np.zeros(1, np.uint8), _NO_SOC, prefix, out, wide)
+    return out[0].tobytes()
+
+
+BACKEND, _kn = _select_backend()
+
+
+# ---------------------------------------------------------------- interface
+
+
+def transformed_addresses(
+    buf: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+    soc_addresses: np.ndarray | None,
+    is_soc: np.ndarray,
+    prefix: bytes,
+    out: np.ndarray,
+) -> None:
+    """Reserve-sample transformed address of each row into ``out[i]`` (uint8[., 32]).
+
+    CAC row: the BMT hash of ``span | payload`` with ``prefix`` (the anchor)
+    before every keccak input. SOC row (``is_soc[i]``): ``keccak(soc_addresses[i]
+    | that hash of its wrapped CAC)``, plain keccak. Raises
+    :class:`~chunkstore.swarm.errors.InvalidChunk` if any row's ``span | payload`` is
+    not 8..4104 bytes inside the row; nothing is written then.
+    """
+    prefix = bytes(prefix)
+    buf, lengths, offsets = _check_rows(buf, lengths, offsets)
+    n = lengths.shape[0]
+    _check_out(out, n)
+    soc = np.asarray(is_soc).reshape(-1)
+    if soc.shape[0] < n:
+        raise ValueError(f"is_soc has {soc.shape[0]} entries; {n} needed")
+    soc = _contiguous(soc[:n] != 0, np.bool_).view(np.uint8)
+    if soc.any():
+        if soc_addresses is None:
+            raise ValueError("soc_addresses is required when a row is a SOC")
+        addrs = np.asarray(soc_addresses)
+        if addrs.dtype != np.uint8 or addrs.ndim != 2 or addrs.shape[1] != HASH_SIZE or addrs.shape[0] < n:
+            raise TypeError(f"soc_addresses must be uint8[>= {n}, 32]")
+        addrs = _contiguous(addrs[:n], np.uint8)
+    else:
+        addrs = _NO_SOC
+    if _kn is not None:
+        kn = _kn
+        _run_into(out, n, lambda target: _numba_batch(kn, buf, lengths, offsets, soc, addrs, prefix, target))
+        return
+    for i in range(n):
+        h = bmt.chunk_hash(buf[i, offsets[i] : lengths[i]].tobytes(), prefix)
+        if soc[i]:
+            h = keccak256(addrs[i].tobytes(), h)
+        out[i] = np.frombuffer(h, np.uint8)
+
+
+def bmt_hashes(buf: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, prefix: bytes, out: np.ndarray) -> None:
+    """BMT hash (prefixed unless ``prefix == b""``) of ``span | payload`` of each row into ``out[i]``.
+
+    With an empty prefix this is the CAC address (for a SOC row at offset 97,
+    the wrapped chunk's address). Same validation as :func:`transformed_addresses`.
+    """
+    prefix = bytes(prefix)
+    buf, lengths, offsets = _check_rows(buf, lengths, offsets)
+    n = lengths.shape[0]
+    _check_out(out, n)
+    if _kn is not None:
+        kn = _kn
+        soc = np.zeros(n, np.uint8)
+        _run_into(out, n, lambda target: _numba_batch(kn, buf, lengths, offsets, soc, _NO_SOC, prefix, target))
+        return
+    for i in range(n):
+        out[i] = np.frombuffer(bmt.chunk_hash(buf[i, offsets[i] : lengths[i]].tobytes(), prefix), np.uint8)
+
+
+def keccak256_batch(buf: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+    """Plain Keccak-256 of ``buf[i, :lengths[i]]`` (any length up to the stride) into ``out[i]``."""
+    if not isinstance(buf, np.ndarray) or buf.ndim != 2 or buf.dtype != np.uint8:
+        raise TypeError("buf must be a 2-D uint8 numpy array")
+    lengths = _contiguous(np.asarray(lengths).reshape(-1), np.int64)
+    n = lengths.shape[0]
+    if buf.shape[0] < n:
+        raise ValueError(f"{n} lengths but {buf.shape[0]} buffer rows")
+    if ((lengths < 0) | (lengths > buf.shape[1])).any():
+        raise ValueError(f"lengths must be within 0..{buf.shape[1]}")
+    _check_out(out, n)
+    rows = _contiguous(buf[:n], np.uint8)
+    if _kn is not None:
+        kn = _kn
+        _run_into(out, n, lambda target: kn.keccak256_rows(rows, lengths, target))
+        return
+    for i in range(n):
+        out[i] = np.frombuffer(keccak256(rows[i, : lengths[i]].tobytes()), np.uint8)
+
+
+def chunk_hash(data: bytes | bytearray | memoryview, prefix: bytes = b"") -> bytes:
+    """BMT hash of one chunk's ``span | payload`` (the CAC address if unprefixed)."""
+    data = bytes(data)
+    if not SPAN_SIZE <= len(data) <= MAX_DATA_SIZE:
+        raise InvalidChunk(f"chunk data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_DATA_SIZE}")
+    if _kn is not None:
+        return _numba_chunk_hash(_kn, data, bytes(prefix))
+    return bmt.chunk_hash(data, bytes(prefix))
+
+
+def zero_hashes(prefix: bytes = b"") -> tuple[bytes, ...]:
+    """Hash of an all-zero subtree per level (level 0: the zero segment), via the active backend."""
+    if _kn is not None:
+        return tuple(row.tobytes() for row in _kn.prefix_context(bytes(prefix)).zeros)
+    return bmt.zero_hashes(bytes(prefix))

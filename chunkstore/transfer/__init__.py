@@ -1,0 +1,1 @@
+"""Moving reserves in and out."""
