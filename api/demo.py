@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from chunkstore.swarm.cac import make_cac
-from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.constants import NETWORK_BUCKET_DEPTH
+from chunkstore.swarm.errors import BucketFull, SwarmError
 from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
 from chunkstore.swarm.proximity import proximity
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
-from chunkstore.swarm.stamp import bucket_of, sign_stamp
 
 from .storeapi import make_batch
 
@@ -37,7 +38,7 @@ log = logging.getLogger("chunkstore.demo")
 
 KEY_FILE = "demo-owner.key"
 DEPTH = 20
-BUCKET_DEPTH = 16
+BUCKET_DEPTH = NETWORK_BUCKET_DEPTH
 VALUE = 10**15
 SOC_EVERY = 10
 BATCH = 250  # chunks per store commit
@@ -121,7 +122,8 @@ def fill_demo(
     reserve = getattr(store, "reserve", None)
     # With a storage radius, only chunks of the node's neighbourhood are accepted.
     overlay, radius = (reserve.overlay, reserve.radius) if reserve is not None else (b"", 0)
-    slots: dict[int, int] = {}
+    # Immutable issuing: a full bucket skips the chunk rather than overwrite an earlier one.
+    issuer = StampIssuer(signer, batch.id, DEPTH, BUCKET_DEPTH, immutable=True)
     cacs = socs = 0
     pending: list[tuple[bytes, bytes]] = []
 
@@ -151,12 +153,10 @@ def fill_demo(
             address, data = make_cac(payload)
         if radius and proximity(overlay, address) < radius:
             continue
-        bucket = bucket_of(address, BUCKET_DEPTH)
-        position = slots.get(bucket, 0)
-        if position >= 1 << (DEPTH - BUCKET_DEPTH):
-            continue  # bucket full: skip this chunk (does not happen at demo sizes)
-        slots[bucket] = position + 1
-        stamp = sign_stamp(signer, address, batch.id, bucket, position, time.time_ns()).to_bytes()
+        try:
+            stamp = issuer.stamp(address).to_bytes()
+        except BucketFull:
+            continue  # does not happen at demo sizes
         pending.append((data, stamp))
         socs += is_soc
         cacs += not is_soc

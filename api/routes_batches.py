@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from chunkstore.swarm.constants import BATCH_ID_SIZE, ETH_ADDRESS_SIZE, MAX_BATCH_DEPTH, MAX_BUCKET_DEPTH, UINT64_MAX
 from chunkstore.swarm.errors import SwarmError
 
 from .auth import require_admin
@@ -29,9 +30,6 @@ from .params import decode_hex
 from .routes_chainstate import current
 from .state import state_of
 from .storeapi import batch_ttl, make_batch
-
-MAX_BUCKET_DEPTH = 32
-UINT64_MAX = (1 << 64) - 1
 
 
 def render_batch(batch: Any, chain: Any = None, block_time: int = 5) -> dict[str, Any]:
@@ -87,9 +85,9 @@ def parse_batch_json(raw: bytes) -> dict[str, Any]:
             f"invalid batch: missing field(s) {', '.join(missing)}",
             [{"field": f, "error": "required"} for f in missing],
         )
-    batch_id = _hex_field(body, "batchID", 32)
-    owner = _hex_field(body, "owner", 20)
-    depth = _int_field(body, "depth", 0, 255)
+    batch_id = _hex_field(body, "batchID", BATCH_ID_SIZE)
+    owner = _hex_field(body, "owner", ETH_ADDRESS_SIZE)
+    depth = _int_field(body, "depth", 0, MAX_BATCH_DEPTH)
     bucket_depth = _int_field(body, "bucketDepth", 0, min(depth, MAX_BUCKET_DEPTH))
     immutable = body["immutable"]
     if not isinstance(immutable, bool):

@@ -14,12 +14,11 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.swarm.bmt.reference import SPAN_SIZE
-from chunkstore.swarm.cac import MAX_DATA_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
+from chunkstore.swarm.constants import MAX_CAC_SIZE as CHUNK_WITH_SPAN
+from chunkstore.swarm.constants import MAX_SOC_SIZE as SOC_MAX_CHUNK
+from chunkstore.swarm.constants import SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.errors import SwarmError
-from chunkstore.swarm.soc import MAX_SOC_DATA_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
 from chunkstore.swarm.soc import verify_soc_signature
-from chunkstore.swarm.stamp import STAMP_SIZE
 
 from .errors import ApiError, ParamError, json_response, status_for
 from .params import decode_hex, parse_uint

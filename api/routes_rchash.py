@@ -39,6 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
+from chunkstore.swarm.constants import MAX_ANCHOR_SIZE, MAX_PO, RESERVE_CAPACITY, SAMPLE_SIZE
 from chunkstore.swarm.errors import SwarmError
 from sampler.proof import make_inclusion_proofs, sample_chunk
 from sampler.render import render_rchash
@@ -50,10 +51,7 @@ from .state import SampleFn, state_of
 
 log = logging.getLogger("chunkstore.api")
 
-MAX_DEPTH = 31
-MAX_ANCHOR_BYTES = 32
-FULL_RESERVE_CHUNKS = 1 << 22
-SAMPLE_SIZE = 16
+FULL_RESERVE_CHUNKS = RESERVE_CAPACITY  # a full neighbourhood: one reserve's worth of chunks
 
 Key = tuple[int, bytes, int | None]
 
@@ -232,10 +230,10 @@ def _stats_dict(stats: Any) -> dict[str, Any]:
 def _parse(request: web.Request) -> tuple[int, bytes, bytes, int | None, bool]:
     mi = request.match_info
     depth = parse_uint("path", "depth", mi["depth"], bits=8)
-    if depth > MAX_DEPTH:
-        raise ParamError("path", "depth", mi["depth"], f"depth must be at most {MAX_DEPTH}")
-    anchor1 = decode_hex("path", "anchor1", mi["anchor1"], max_size=MAX_ANCHOR_BYTES)
-    anchor2 = decode_hex("path", "anchor2", mi["anchor2"], max_size=MAX_ANCHOR_BYTES)
+    if depth > MAX_PO:
+        raise ParamError("path", "depth", mi["depth"], f"depth must be at most {MAX_PO}")
+    anchor1 = decode_hex("path", "anchor1", mi["anchor1"], max_size=MAX_ANCHOR_SIZE)
+    anchor2 = decode_hex("path", "anchor2", mi["anchor2"], max_size=MAX_ANCHOR_SIZE)
     q = request.query
     ct: int | None = None
     if "consensusTime" in q:

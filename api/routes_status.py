@@ -44,11 +44,12 @@ from typing import Any
 
 from aiohttp import web
 
+from chunkstore.swarm.constants import RESERVE_CAPACITY, UINT8_MAX
+
 from .errors import json_response
 from .metrics import CONTENT_TYPE
 from .state import API_VERSION, state_of
 
-UINT8_MAX = 255  # the reference keeps this radius in a uint8
 WELCOME = "chunkstore: Swarm chunk store (a subset of the Bee API)\n"
 
 
@@ -82,7 +83,7 @@ class ReserveNumbers:
     def batchstore_radius(self) -> int:
         """The reference batch store's radius: the least r with commitment <= capacity * 2^r."""
         r = 0
-        while r < UINT8_MAX and self.capacity << r < self.commitment:
+        while r < UINT8_MAX and self.capacity << r < self.commitment:  # the reference keeps r in a uint8
             r += 1
         return r
 
@@ -93,7 +94,7 @@ def reserve_numbers(store: Any) -> ReserveNumbers:
     reserve = getattr(store, "reserve", None)
     if reserve is None:  # a store without a reserve view: all of it is "within radius 0"
         chunks = int(store.stats().get("chunks", 0))
-        return ReserveNumbers(chunks, chunks, 0, 0, 1 << 22, commitment, 0)
+        return ReserveNumbers(chunks, chunks, 0, 0, RESERVE_CAPACITY, commitment, 0)
     status = reserve.status()
     chain = reserve.chainstate
     return ReserveNumbers(

@@ -53,12 +53,13 @@ from bench_keccak import CALLS_PER_CHUNK, cores, numba_permutation_rate, single_
 from chunkstore.store.batchstore import Batch  # noqa: E402
 from chunkstore.store.store import ChunkStore  # noqa: E402
 from chunkstore.swarm.bmt import accelerated as hashing  # noqa: E402
+from chunkstore.swarm.constants import SAMPLE_SIZE
 from chunkstore.swarm.keccak import keccak256  # noqa: E402
 from chunkstore.swarm.signer import Signer  # noqa: E402
 from chunkstore.swarm.soc import make_soc  # noqa: E402
 from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp, validate_stamp  # noqa: E402
 from sampler import InsufficientSample, reserve_sample, sample_hash  # noqa: E402
-from sampler.items import SAMPLE_SIZE, SampleItem, transformed_address  # noqa: E402
+from sampler.items import SampleItem, transformed_address
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 FORMAT = 1  # bump when the cached store's recipe changes

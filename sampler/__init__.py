@@ -3,9 +3,11 @@
 Layering: imports chunkstore (primitives and the store), never api.
 """
 
+from chunkstore.swarm.constants import SAMPLE_SIZE
+
 from .errors import InsufficientSample, SampleIntegrityError, SamplerWorkerError
 from .integrity import check_sample
-from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, transformed_address
+from .items import SampleItem, SampleResult, SampleStats, transformed_address
 from .pipeline import reserve_sample, reserve_sample_async, shutdown_pool
 from .proof import ChunkInclusionProofs, make_inclusion_proofs, sample_chunk, sample_hash, verify_inclusion_proof
 from .render import render_proofs_internal, render_rchash

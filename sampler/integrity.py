@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from chunkstore.store.layout import ChunkType
 from chunkstore.swarm.bmt.reference import chunk_hash
+from chunkstore.swarm.constants import SAMPLE_SIZE, ChunkType
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.soc import validate_soc
 from chunkstore.swarm.stamp import Stamp, validate_stamp
 
 from .batches import find_batch
 from .errors import SampleIntegrityError
-from .items import SAMPLE_SIZE, SampleItem, transformed_address
+from .items import SampleItem, transformed_address
 
 
 def _check_chunk(i: int, item: SampleItem, anchor: bytes) -> None:

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chunkstore.store.layout import ChunkType
 from chunkstore.swarm.bmt.reference import chunk_hash
+from chunkstore.swarm.constants import SOC_HEADER_SIZE, ChunkType
 from chunkstore.swarm.keccak import keccak256
-from chunkstore.swarm.soc import HEADER_SIZE
 from chunkstore.swarm.stamp import Stamp
-
-SAMPLE_SIZE = 16
 
 
 def transformed_address(address: bytes, data: bytes | bytearray | memoryview, chunk_type: int, anchor: bytes) -> bytes:
@@ -25,14 +22,14 @@ def transformed_address(address: bytes, data: bytes | bytearray | memoryview, ch
     if chunk_type == ChunkType.CAC:
         return chunk_hash(data, anchor)
     if chunk_type == ChunkType.SOC:
-        inner = chunk_hash(memoryview(data)[HEADER_SIZE:], anchor)
+        inner = chunk_hash(memoryview(data)[SOC_HEADER_SIZE:], anchor)
         return keccak256(bytes(address), inner)
     raise ValueError(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
 
 
 def wrapped_cac(data: bytes, chunk_type: int) -> bytes:
     """The CAC data (``span | payload``) a sample item's proofs are made over."""
-    return bytes(data[HEADER_SIZE:]) if chunk_type == ChunkType.SOC else bytes(data)
+    return bytes(data[SOC_HEADER_SIZE:]) if chunk_type == ChunkType.SOC else bytes(data)
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from chunkstore.store.layout import MAX_PO, ChunkType
 from chunkstore.swarm.cac import is_valid_cac
+from chunkstore.swarm.constants import MAX_PO, SAMPLE_SIZE, ChunkType
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.soc import validate_soc
 from chunkstore.swarm.stamp import Stamp, validate_stamp
@@ -50,7 +50,7 @@ from chunkstore.swarm.stamp import Stamp, validate_stamp
 from .batches import below_balance_batches, find_batch
 from .candidates import Candidate
 from .errors import InsufficientSample, SamplerWorkerError
-from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, transformed_address
+from .items import SampleItem, SampleResult, SampleStats, transformed_address
 from .worker import ShardScan, ShardTask, init_worker, scan_shard, scan_snapshot
 
 DEFAULT_K = 64  # 4x the sample size: one invalid stamp in four near the top costs no rescan

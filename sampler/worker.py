@@ -36,21 +36,19 @@ from typing import Any
 import numpy as np
 
 from chunkstore.store.errors import ChunkNotFound
-from chunkstore.store.layout import ChunkType
 from chunkstore.store.shard import ShardReader, ShardSnapshot
+from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.bmt import accelerated as hashing
-from chunkstore.swarm.bmt.reference import SPAN_SIZE
-from chunkstore.swarm.cac import MAX_DATA_SIZE
-from chunkstore.swarm.soc import HEADER_SIZE, MAX_SOC_DATA_SIZE
+from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
 
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
 
 ROWS = 256  # rows per kernel call: amortises its argument checks and dispatch over many chunks
-STRIDE = -(-MAX_SOC_DATA_SIZE // 16) * 16  # room for a full SOC, rounded up to 16 (4208)
+STRIDE = ROW_STRIDE  # room for a full SOC
 # plain ints: the per-entry loop compares them faster than IntEnum members
 _CAC, _SOC = int(ChunkType.CAC), int(ChunkType.SOC)
-_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_DATA_SIZE
+_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_CAC_SIZE
 PROGRESS_EVERY = 4096  # entries between two progress reports (at the next hashed batch)
 
 # The shared progress counters of this worker process (see ``init_worker``).
@@ -228,7 +226,7 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
         finally:
             read_ns += perf_ns() - t
         loads += 1
-        offset = HEADER_SIZE if chunk_type == _SOC else 0
+        offset = SOC_HEADER_SIZE if chunk_type == _SOC else 0
         if not _MIN_CAC <= length - offset <= _MAX_CAC:
             # Malformed stored data would make the kernel refuse the whole batch.
             load_failed += 1

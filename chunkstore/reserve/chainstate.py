@@ -23,11 +23,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from chunkstore.swarm.constants import BLOCK_TIME, INT64_MAX, UINT64_MAX
 from chunkstore.swarm.errors import SwarmError
-
-INT64_MAX = (1 << 63) - 1
-UINT64_MAX = (1 << 64) - 1
-DEFAULT_BLOCK_TIME = 5  # seconds per block on the network the reference node joins
 
 
 class InvalidChainState(SwarmError):
@@ -72,7 +69,7 @@ class ChainState:
 EMPTY = ChainState(0, 0, 0)  # what the reference reports before it has synced anything
 
 
-def batch_ttl(value: int, state: ChainState | None, block_time: int = DEFAULT_BLOCK_TIME) -> int:
+def batch_ttl(value: int, state: ChainState | None, block_time: int = BLOCK_TIME) -> int:
     """Seconds until a batch of ``value`` expires at the current price; -1 when unknown."""
     if state is None or state.current_price == 0:
         return -1

@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 from chunkstore.store.batchstore import Batch, PurgeInterrupted
 from chunkstore.store.errors import UnknownBatch
-from chunkstore.store.layout import ADDRESS_SIZE, SLOT_KEY_SIZE, u32
-from chunkstore.swarm.proximity import MAX_PO, proximity
-from chunkstore.swarm.stamp import BATCH_ID_SIZE
+from chunkstore.store.layout import SLOT_KEY_SIZE, u32
+from chunkstore.swarm.constants import ADDRESS_SIZE, BATCH_ID_SIZE, MAX_PO, PROXIMITY_BINS
+from chunkstore.swarm.proximity import proximity
 
 if TYPE_CHECKING:
     from .reserve import Reserve
@@ -58,7 +58,6 @@ log = logging.getLogger("chunkstore.reserve.reserve")
 
 Row = tuple[bytes, bytes, int]  # (chunk address, slot key, shard)
 _BUCKET_AT = BATCH_ID_SIZE  # the slot key is batch id | bucket (4, BE) | position (4, BE)
-MAX_BINS = MAX_PO + 1
 
 
 def batches_by_value(reserve: Reserve) -> list[Batch]:
@@ -226,7 +225,7 @@ def _unreserve_round(reserve: Reserve, target: int, stop: Callable[[], bool]) ->
     radius = reserve.radius
     log.info("unreserve start", extra={"fields": {"target": target, "radius": radius}})
     evicted = 0
-    while radius < MAX_BINS:
+    while radius < PROXIMITY_BINS:
         for batch in batches:
             if stop():
                 return evicted
@@ -235,7 +234,7 @@ def _unreserve_round(reserve: Reserve, target: int, stop: Callable[[], bool]) ->
             if evicted >= target:
                 log.info("unreserve done", extra={"fields": {"evicted": evicted, "radius": radius}})
                 return evicted
-        if radius + 1 >= MAX_BINS:
+        if radius + 1 >= PROXIMITY_BINS:
             break
         radius += 1
         reserve.set_radius(radius)

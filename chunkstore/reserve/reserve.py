@@ -29,9 +29,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chunkstore.store.bins import shard_totals, sync_counters
-from chunkstore.store.layout import ADDRESS_SIZE, INFO_CHAINSTATE, INFO_OVERLAY, INFO_RADIUS, INFO_SWEEP
+from chunkstore.store.layout import INFO_CHAINSTATE, INFO_OVERLAY, INFO_RADIUS, INFO_SWEEP
+from chunkstore.swarm.constants import (
+    ADDRESS_SIZE,
+    MAX_CAPACITY_DOUBLING,
+    MAX_PO,
+    RESERVE_CAPACITY,
+    RESERVE_MIN_EVICT_COUNT,
+)
 from chunkstore.swarm.errors import SwarmError
-from chunkstore.swarm.proximity import MAX_PO, proximity
+from chunkstore.swarm.proximity import proximity
 
 from . import eviction
 from .chainstate import ChainState, decode_chainstate, encode_chainstate
@@ -39,10 +46,6 @@ from .chainstate import ChainState, decode_chainstate, encode_chainstate
 if TYPE_CHECKING:
     from chunkstore.store.store import ChunkStore
 
-DEFAULT_CAPACITY = 1 << 22  # chunks; the reference node's reserve capacity
-MAX_DOUBLING = 16
-# The reference node evicts at least this many entries per batch visited (node.go reserveMinEvictCount).
-DEFAULT_MIN_EVICT_COUNT = 1000
 DEFAULT_EVICT_STEP = 500  # entries per eviction transaction: bounds how long a put may wait for the lock
 DEFAULT_WAKEUP = 1800.0  # seconds between radius checks (the reference's reserve wake-up)
 # Pause of the eviction after a transaction when puts came in meanwhile: a waiting put gets the writer
@@ -72,10 +75,10 @@ class InvalidReserveOption(SwarmError, ValueError):
 
 @dataclass(frozen=True)
 class ReserveOptions:
-    capacity: int = DEFAULT_CAPACITY  # chunks, before doubling
+    capacity: int = RESERVE_CAPACITY  # chunks, before doubling
     doubling: int = 0
     minimum_radius: int = 0  # the radius never goes below this; raising it sweeps
-    min_evict_count: int = DEFAULT_MIN_EVICT_COUNT
+    min_evict_count: int = RESERVE_MIN_EVICT_COUNT
     evict_step: int = DEFAULT_EVICT_STEP
     wakeup: float = DEFAULT_WAKEUP
     evict_yield: float = DEFAULT_EVICT_YIELD
@@ -83,8 +86,8 @@ class ReserveOptions:
     def validate(self) -> None:
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1:
             raise InvalidReserveOption(f"reserve capacity must be a positive integer, got {self.capacity!r}")
-        if not isinstance(self.doubling, int) or not 0 <= self.doubling <= MAX_DOUBLING:
-            raise InvalidReserveOption(f"capacity doubling must be in 0..{MAX_DOUBLING}, got {self.doubling!r}")
+        if not isinstance(self.doubling, int) or not 0 <= self.doubling <= MAX_CAPACITY_DOUBLING:
+            raise InvalidReserveOption(f"capacity doubling must be in 0..{MAX_CAPACITY_DOUBLING}, got {self.doubling!r}")
         if not isinstance(self.minimum_radius, int) or not 0 <= self.minimum_radius <= MAX_PO:
             raise InvalidReserveOption(f"minimum radius must be in 0..{MAX_PO}, got {self.minimum_radius!r}")
         if self.min_evict_count < 1 or self.evict_step < 1:

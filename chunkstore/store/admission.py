@@ -12,14 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chunkstore.swarm.bmt.accelerated import chunk_hash
-from chunkstore.swarm.cac import MAX_DATA_SIZE, is_valid_cac
+from chunkstore.swarm.cac import is_valid_cac
+from chunkstore.swarm.constants import (
+    ADDRESS_SIZE,
+    BATCH_ID_SIZE,
+    MAX_CAC_SIZE,
+    SIGNATURE_SIZE,
+    STAMP_INDEX_SIZE,
+    STAMP_TIMESTAMP_SIZE,
+    ChunkType,
+)
 from chunkstore.swarm.errors import InvalidChunk, InvalidSignature, InvalidStamp
-from chunkstore.swarm.signer import SIGNATURE_SIZE
 from chunkstore.swarm.soc import parse_soc, validate_soc
-from chunkstore.swarm.stamp import BATCH_ID_SIZE, INDEX_SIZE, TIMESTAMP_SIZE, Stamp, parse_stamp, validate_stamp
+from chunkstore.swarm.stamp import Stamp, parse_stamp, validate_stamp
 
 from .batchstore import Batch
-from .layout import ADDRESS_SIZE, ChunkType
 
 StampLike = bytes | bytearray | memoryview | Stamp
 
@@ -41,8 +48,8 @@ def to_stamp(stamp: StampLike) -> Stamp:
     if isinstance(stamp, Stamp):
         sizes = (
             ("batch id", stamp.batch_id, BATCH_ID_SIZE),
-            ("index", stamp.index, INDEX_SIZE),
-            ("timestamp", stamp.timestamp, TIMESTAMP_SIZE),
+            ("index", stamp.index, STAMP_INDEX_SIZE),
+            ("timestamp", stamp.timestamp, STAMP_TIMESTAMP_SIZE),
             ("signature", stamp.signature, SIGNATURE_SIZE),
         )
         for name, value, size in sizes:
@@ -76,7 +83,7 @@ def admit(
         return Admitted(addr, kind, data, st, batch, record)
 
     cac_error: Exception | None = None
-    if 8 <= len(data) <= MAX_DATA_SIZE:
+    if 8 <= len(data) <= MAX_CAC_SIZE:
         cac = chunk_hash(data)
         try:
             check(cac)

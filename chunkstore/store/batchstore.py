@@ -18,17 +18,15 @@ from dataclasses import dataclass
 
 import lmdb
 
-from chunkstore.swarm.stamp import BATCH_ID_SIZE, MAX_BUCKET_DEPTH
+from chunkstore.swarm.constants import BATCH_ID_SIZE, ETH_ADDRESS_SIZE, MAX_BATCH_DEPTH, MAX_BUCKET_DEPTH, UINT64_MAX
 
 from .errors import BatchExists, InvalidBatch, StoreCorrupt, StoreReadOnly, UnknownBatch
 from .layout import u64
 
-OWNER_SIZE = 20
-MAX_DEPTH = 255
 _RECORD_VERSION = 1
 _LIVE = 0
 _REMOVING = 1
-_FIXED = 1 + 1 + OWNER_SIZE + 1 + 1 + 1 + 8  # version, state, owner, depth, bucket depth, immutable, start
+_FIXED = 1 + 1 + ETH_ADDRESS_SIZE + 1 + 1 + 1 + 8  # version, state, owner, depth, bucket depth, immutable, start
 
 ShouldStop = Callable[[], bool]
 
@@ -54,18 +52,18 @@ class Batch:
         if not isinstance(self.id, bytes) or len(self.id) != BATCH_ID_SIZE:
             raise InvalidBatch(f"batch id must be {BATCH_ID_SIZE} bytes, got {_describe(self.id)}")
         where = f"batch {self.id.hex()}"
-        if not isinstance(self.owner, bytes) or len(self.owner) != OWNER_SIZE:
-            raise InvalidBatch(f"{where}: owner must be {OWNER_SIZE} bytes, got {_describe(self.owner)}")
-        if not _is_int(self.depth) or not 0 <= self.depth <= MAX_DEPTH:
-            raise InvalidBatch(f"{where}: depth {self.depth!r} outside 0..{MAX_DEPTH}")
+        if not isinstance(self.owner, bytes) or len(self.owner) != ETH_ADDRESS_SIZE:
+            raise InvalidBatch(f"{where}: owner must be {ETH_ADDRESS_SIZE} bytes, got {_describe(self.owner)}")
+        if not _is_int(self.depth) or not 0 <= self.depth <= MAX_BATCH_DEPTH:
+            raise InvalidBatch(f"{where}: depth {self.depth!r} outside 0..{MAX_BATCH_DEPTH}")
         top = min(self.depth, MAX_BUCKET_DEPTH)
         if not _is_int(self.bucket_depth) or not 0 <= self.bucket_depth <= top:
-            raise InvalidBatch(f"{where}: bucket depth {self.bucket_depth!r} outside 0..{top} (min(depth, 32))")
+            raise InvalidBatch(f"{where}: bucket depth {self.bucket_depth!r} outside 0..{top} (min(depth, {MAX_BUCKET_DEPTH}))")
         if not isinstance(self.immutable, bool):
             raise InvalidBatch(f"{where}: immutable must be a bool, got {self.immutable!r}")
         if not _is_int(self.value) or self.value < 0:
             raise InvalidBatch(f"{where}: value {self.value!r} must be an integer >= 0")
-        if not _is_int(self.start) or not 0 <= self.start < 1 << 64:
+        if not _is_int(self.start) or not 0 <= self.start <= UINT64_MAX:
             raise InvalidBatch(f"{where}: start {self.start!r} must be an integer in 0..2^64-1")
 
 
@@ -92,7 +90,7 @@ def decode_batch(batch_id: bytes, raw: bytes) -> tuple[Batch, int]:
     """``(batch, state)`` of a stored record; ``StoreCorrupt`` if it cannot be read."""
     if len(raw) < _FIXED or raw[0] != _RECORD_VERSION or raw[1] not in (_LIVE, _REMOVING):
         raise StoreCorrupt(f"batch {bytes(batch_id).hex()}: unreadable record ({len(raw)} bytes)")
-    o = 2 + OWNER_SIZE
+    o = 2 + ETH_ADDRESS_SIZE
     batch = Batch(
         id=bytes(batch_id),
         owner=bytes(raw[2:o]),

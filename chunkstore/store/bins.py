@@ -19,11 +19,12 @@ from typing import Any
 
 import lmdb
 
+from chunkstore.swarm.constants import ADDRESS_SIZE, PROXIMITY_BINS
 from chunkstore.swarm.proximity import proximity
 
-from .layout import ADDRESS_SIZE, BIN_COUNT, INFO_BINS, INFO_OVERLAY
+from .layout import INFO_BINS, INFO_OVERLAY
 
-_BINS = struct.Struct(f">{BIN_COUNT}Q")
+_BINS = struct.Struct(f">{PROXIMITY_BINS}Q")
 
 
 def encode_bins(counts: Sequence[int]) -> bytes:
@@ -46,7 +47,7 @@ def read_counters(txn: lmdb.Transaction, shard: Any) -> tuple[bytes | None, list
 
 def count_bins(txn: lmdb.Transaction, shard: Any, overlay: bytes) -> list[int]:
     """Count a shard's stamp entries per bin by scanning the stamp keys (no values, no chunk data)."""
-    counts = [0] * BIN_COUNT
+    counts = [0] * PROXIMITY_BINS
     last_prefix = b""
     last_bin = 0
     for key in txn.cursor(db=shard.stamps).iternext(keys=True, values=False):
@@ -94,7 +95,7 @@ def shard_totals(shards: Iterable[Any], overlay: bytes) -> tuple[int, list[int]]
     read-only) or right after another process changed the overlay.
     """
     size = 0
-    total = [0] * BIN_COUNT
+    total = [0] * PROXIMITY_BINS
     for shard in shards:
         with shard.env.begin() as txn:
             entries = txn.stat(shard.stamps)["entries"]

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 import struct
-from enum import IntEnum
 
-from chunkstore.swarm.proximity import MAX_PO
-from chunkstore.swarm.signer import SIGNATURE_SIZE
-from chunkstore.swarm.stamp import BATCH_ID_SIZE, INDEX_SIZE, TIMESTAMP_SIZE
+from chunkstore.swarm.constants import (
+    ADDRESS_SIZE,
+    BATCH_ID_SIZE,
+    MAX_PO,
+    SIGNATURE_SIZE,
+    STAMP_INDEX_SIZE,
+    STAMP_TIMESTAMP_SIZE,
+)
 
 FORMAT_VERSION = 1
 MAGIC = b"swarm-chunkstore"
 
-ADDRESS_SIZE = 32
 DEFAULT_SHARDS = 4
 MAX_SHARDS = 256  # sharding uses one address byte, so more shards would stay empty
 # Per-environment map size. It reserves address space only (the files grow as
@@ -65,24 +68,14 @@ INFO_BINS = b"bins"
 INFO_RADIUS = b"radius"
 INFO_SWEEP = b"sweep"
 INFO_CHAINSTATE = b"chainstate"
-BIN_COUNT = MAX_PO + 1  # proximity bins 0..31
 
-SLOT_KEY_SIZE = BATCH_ID_SIZE + INDEX_SIZE  # 40
+SLOT_KEY_SIZE = BATCH_ID_SIZE + STAMP_INDEX_SIZE  # 40
 STAMP_KEY_SIZE = ADDRESS_SIZE + SLOT_KEY_SIZE  # 72
-STAMP_VALUE_SIZE = 1 + TIMESTAMP_SIZE + SIGNATURE_SIZE  # 74
-SLOT_VALUE_SIZE = ADDRESS_SIZE + TIMESTAMP_SIZE  # 40
+STAMP_VALUE_SIZE = 1 + STAMP_TIMESTAMP_SIZE + SIGNATURE_SIZE  # 74: chunk type | timestamp | signature
+SLOT_VALUE_SIZE = ADDRESS_SIZE + STAMP_TIMESTAMP_SIZE  # 40
 
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
-
-
-class ChunkType(IntEnum):
-    """What a stored chunk is; rogue data never enters the store, 0 only marks it elsewhere."""
-
-    UNKNOWN = 0
-    ROGUE = 0
-    CAC = 1
-    SOC = 2
 
 
 def shard_dir(index: int) -> str:

@@ -19,12 +19,12 @@ from typing import Any
 
 import lmdb
 
+from chunkstore.swarm.constants import ADDRESS_SIZE
 from chunkstore.swarm.stamp import Stamp
 
 from .envs import acquire_env, release_env
 from .errors import BufferTooSmall, ChunkNotFound, StoreFormatError
 from .layout import (
-    ADDRESS_SIZE,
     DB_CHUNKS,
     DB_INFO,
     DB_PENDING,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from chunkstore.reserve.reserve import Reserve, ReserveOptions
+from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.stamp import Stamp
 
@@ -26,15 +27,7 @@ from .admission import Admitted, StampLike, admit
 from .batchstore import Batch, BatchStore, PurgeInterrupted, ShouldStop, decode_batch
 from .errors import StoreFormatError, StoreReadOnly, UnknownBatch
 from .files import MetaEnv, open_meta
-from .layout import (
-    ADDRESS_SIZE,
-    DEFAULT_MAP_SIZE,
-    DEFAULT_SHARDS,
-    LOCK_FILE,
-    ChunkType,
-    neighbourhood_range,
-    shard_of,
-)
+from .layout import DEFAULT_MAP_SIZE, DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
 from .recovery import recover
 from .shard import Buffer, Entry, Shard
 from .writelock import WriterLock

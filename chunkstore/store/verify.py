@@ -22,6 +22,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidStamp
 from chunkstore.swarm.stamp import Stamp, validate_stamp
 from chunkstore.transfer.progress import bar
@@ -31,13 +32,11 @@ from .batchstore import Batch, decode_batch
 from .bins import count_bins, read_counters, write_counters
 from .errors import StoreCorrupt, SwarmError
 from .layout import (
-    ADDRESS_SIZE,
     HEAD_SIZE,
     INFO_BYTES,
     SLOT_KEY_SIZE,
     STAMP_KEY_SIZE,
     STAMP_VALUE_SIZE,
-    ChunkType,
     read_u64,
     shard_of,
     slot_value,

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 
 import lmdb
 
+from chunkstore.swarm.constants import ADDRESS_SIZE, PROXIMITY_BINS, ChunkType
 from chunkstore.swarm.proximity import proximity
 from chunkstore.swarm.stamp import split_index
 
@@ -35,13 +36,10 @@ from .admission import Admitted
 from .bins import decode_bins, encode_bins
 from .errors import StampConflict
 from .layout import (
-    ADDRESS_SIZE,
-    BIN_COUNT,
     HEAD_SIZE,
     INFO_BINS,
     INFO_BYTES,
     INFO_OVERLAY,
-    ChunkType,
     read_u64,
     shard_of,
     slot_value,
@@ -149,7 +147,7 @@ class WriteSession:
             return
         delta = self.bin_delta.get(s)
         if delta is None:
-            delta = self.bin_delta[s] = [0] * BIN_COUNT
+            delta = self.bin_delta[s] = [0] * PROXIMITY_BINS
         delta[proximity(overlay, address)] += change
 
     def _drop_settled(self, s: int, txn: lmdb.Transaction) -> None:

@@ -25,3 +25,15 @@ class InvalidStamp(SwarmError):
 
 class InvalidProof(SwarmError):
     """A BMT inclusion proof is malformed."""
+
+
+class BucketFull(SwarmError):
+    """Every position of the stamp's bucket is issued and the batch is immutable (bee's ErrBucketFull)."""
+
+    def __init__(self, batch_id: bytes, bucket: int, positions: int) -> None:
+        self.batch_id = bytes(batch_id)
+        self.bucket = bucket
+        self.positions = positions
+        super().__init__(
+            f"batch {self.batch_id.hex()} is overissued: bucket {bucket} has no free position left of {positions}"
+        )

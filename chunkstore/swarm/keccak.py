@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sha3 import keccak_256
 
-__all__ = ["keccak_256", "keccak256", "HASH_SIZE"]
+from .constants import HASH_SIZE
 
-HASH_SIZE = 32
+__all__ = ["keccak_256", "keccak256", "HASH_SIZE"]
 
 
 def keccak256(*parts: bytes | bytearray | memoryview) -> bytes:

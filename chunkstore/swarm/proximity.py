@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-MAX_PO = 31
+from .constants import MAX_PO
+
+__all__ = ["MAX_PO", "proximity"]
+
 _MAX_BYTES = MAX_PO // 8 + 1  # only the first 4 bytes are compared
 
 

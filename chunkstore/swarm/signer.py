@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import coincurve
 
+from .constants import ETH_ADDRESS_SIZE, SIGNATURE_SIZE
 from .errors import InvalidSignature
 from .keccak import keccak256
 
-SIGNATURE_SIZE = 65
-ADDRESS_SIZE = 20
 PERSONAL_PREFIX = b"\x19Ethereum Signed Message:\n"
 
 
@@ -26,7 +25,7 @@ def personal_digest(data: bytes) -> bytes:
 
 def public_key_address(public_key: coincurve.PublicKey) -> bytes:
     """20-byte Ethereum address: tail of keccak of the uncompressed key."""
-    return keccak256(public_key.format(compressed=False)[1:])[-ADDRESS_SIZE:]
+    return keccak256(public_key.format(compressed=False)[1:])[-ETH_ADDRESS_SIZE:]
 
 
 class Signer:

@@ -8,26 +8,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chunkstore.swarm.bmt.reference import SPAN_SIZE
-
-from .cac import MAX_DATA_SIZE, cac_address, check_data_length
+from .cac import cac_address, check_data_length
+from .constants import (
+    CHUNK_SIZE,
+    ETH_ADDRESS_SIZE,
+    MAX_SOC_SIZE,
+    MIN_SOC_SIZE,
+    REPLICAS_OWNER,
+    SIGNATURE_SIZE,
+    SOC_HEADER_SIZE,
+    SOC_ID_SIZE,
+)
 from .errors import InvalidChunk, InvalidSignature
 from .keccak import keccak256
-from .signer import ADDRESS_SIZE, SIGNATURE_SIZE, Signer, recover_address
-
-ID_SIZE = 32
-HEADER_SIZE = ID_SIZE + SIGNATURE_SIZE  # 97: offset of the wrapped CAC
-MIN_DATA_SIZE = HEADER_SIZE + SPAN_SIZE
-MAX_SOC_DATA_SIZE = HEADER_SIZE + MAX_DATA_SIZE
-# Owner of dispersed replicas: such a SOC's id must match its wrapped address.
-REPLICAS_OWNER = bytes.fromhex("dc5b20847f43d67928f49cd4f85d696b5a7617b5")
+from .signer import Signer, recover_address
 
 
 def soc_address(soc_id: bytes, owner: bytes) -> bytes:
-    if len(soc_id) != ID_SIZE:
-        raise InvalidChunk(f"SOC id is {len(soc_id)} bytes; must be {ID_SIZE}")
-    if len(owner) != ADDRESS_SIZE:
-        raise InvalidChunk(f"SOC owner is {len(owner)} bytes; must be {ADDRESS_SIZE}")
+    if len(soc_id) != SOC_ID_SIZE:
+        raise InvalidChunk(f"SOC id is {len(soc_id)} bytes; must be {SOC_ID_SIZE}")
+    if len(owner) != ETH_ADDRESS_SIZE:
+        raise InvalidChunk(f"SOC owner is {len(owner)} bytes; must be {ETH_ADDRESS_SIZE}")
     return keccak256(soc_id, owner)
 
 
@@ -53,20 +54,20 @@ class SOC:
 def make_soc(signer: Signer, soc_id: bytes, wrapped_data: bytes) -> SOC:
     """Sign ``wrapped_data`` (a CAC's ``span | payload``) under ``soc_id``."""
     wrapped = cac_address(wrapped_data)
-    if len(soc_id) != ID_SIZE:
-        raise InvalidChunk(f"SOC id is {len(soc_id)} bytes; must be {ID_SIZE}")
+    if len(soc_id) != SOC_ID_SIZE:
+        raise InvalidChunk(f"SOC id is {len(soc_id)} bytes; must be {SOC_ID_SIZE}")
     sig = signer.sign(soc_digest(soc_id, wrapped))
     return SOC(bytes(soc_id), sig, signer.address, wrapped, bytes(wrapped_data), soc_address(soc_id, signer.address))
 
 
 def parse_soc(data: bytes | bytearray | memoryview) -> SOC:
     """Parse SOC data and recover its owner; raises a typed error on any flaw."""
-    if len(data) < MIN_DATA_SIZE:
-        raise InvalidChunk(f"SOC data is {len(data)} bytes; at least {MIN_DATA_SIZE}")
-    if len(data) > MAX_SOC_DATA_SIZE:
-        raise InvalidChunk(f"SOC payload is {len(data) - MIN_DATA_SIZE} bytes; at most {MAX_DATA_SIZE - SPAN_SIZE}")
+    if len(data) < MIN_SOC_SIZE:
+        raise InvalidChunk(f"SOC data is {len(data)} bytes; at least {MIN_SOC_SIZE}")
+    if len(data) > MAX_SOC_SIZE:
+        raise InvalidChunk(f"SOC payload is {len(data) - MIN_SOC_SIZE} bytes; at most {CHUNK_SIZE}")
     raw = bytes(data)
-    soc_id, sig, wrapped_data = raw[:ID_SIZE], raw[ID_SIZE:HEADER_SIZE], raw[HEADER_SIZE:]
+    soc_id, sig, wrapped_data = raw[:SOC_ID_SIZE], raw[SOC_ID_SIZE:SOC_HEADER_SIZE], raw[SOC_HEADER_SIZE:]
     check_data_length(wrapped_data)
     wrapped = cac_address(wrapped_data)
     owner = recover_address(sig, soc_digest(soc_id, wrapped))

@@ -10,22 +10,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .constants import BATCH_ID_SIZE, MAX_BUCKET_DEPTH, STAMP_INDEX_SIZE, STAMP_SIZE, STAMP_TIMESTAMP_SIZE
 from .errors import InvalidSignature, InvalidStamp
 from .keccak import keccak256
-from .signer import SIGNATURE_SIZE, Signer, recover_address
-
-BATCH_ID_SIZE = 32
-INDEX_SIZE = 8
-TIMESTAMP_SIZE = 8
-STAMP_SIZE = BATCH_ID_SIZE + INDEX_SIZE + TIMESTAMP_SIZE + SIGNATURE_SIZE  # 113
-MAX_BUCKET_DEPTH = 32
+from .signer import Signer, recover_address
 
 
 def bucket_of(address: bytes | bytearray | memoryview, bucket_depth: int) -> int:
     """Collision bucket of a chunk: the first ``bucket_depth`` bits of its address."""
     if not 0 <= bucket_depth <= MAX_BUCKET_DEPTH:
         raise InvalidStamp(f"bucket depth {bucket_depth} outside 0..{MAX_BUCKET_DEPTH}")
-    return int.from_bytes(address[:4], "big") >> (32 - bucket_depth)
+    return int.from_bytes(address[:4], "big") >> (MAX_BUCKET_DEPTH - bucket_depth)
 
 
 def make_index(bucket: int, position: int) -> bytes:
@@ -34,8 +29,8 @@ def make_index(bucket: int, position: int) -> bytes:
 
 def split_index(index: bytes | bytearray | memoryview) -> tuple[int, int]:
     """``(bucket, position)`` of an 8-byte stamp index."""
-    if len(index) != INDEX_SIZE:
-        raise InvalidStamp(f"stamp index is {len(index)} bytes; must be {INDEX_SIZE}")
+    if len(index) != STAMP_INDEX_SIZE:
+        raise InvalidStamp(f"stamp index is {len(index)} bytes; must be {STAMP_INDEX_SIZE}")
     return struct.unpack(">II", index)
 
 
@@ -80,7 +75,10 @@ def parse_stamp(raw: bytes | bytearray | memoryview) -> Stamp:
     if len(raw) != STAMP_SIZE:
         raise InvalidStamp(f"stamp is {len(raw)} bytes; must be {STAMP_SIZE}")
     b = bytes(raw)
-    return Stamp(b[:32], b[32:40], b[40:48], b[48:])
+    i = BATCH_ID_SIZE
+    t = i + STAMP_INDEX_SIZE
+    s = t + STAMP_TIMESTAMP_SIZE
+    return Stamp(b[:i], b[i:t], b[t:s], b[s:])
 
 
 def sign_stamp(
@@ -90,7 +88,7 @@ def sign_stamp(
     if len(batch_id) != BATCH_ID_SIZE:
         raise InvalidStamp(f"batch id is {len(batch_id)} bytes; must be {BATCH_ID_SIZE}")
     index = make_index(bucket, position)
-    timestamp = int(timestamp_ns).to_bytes(TIMESTAMP_SIZE, "big")
+    timestamp = int(timestamp_ns).to_bytes(STAMP_TIMESTAMP_SIZE, "big")
     sig = signer.sign(stamp_digest(bytes(address), batch_id, index, timestamp))
     return Stamp(bytes(batch_id), index, timestamp, sig)
 

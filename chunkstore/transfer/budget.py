@@ -22,15 +22,15 @@ import resource
 from dataclasses import dataclass
 
 from .errors import BudgetTooSmall
-from .runs import INDEX, SLOT
-from .snapformat import compress_bound
+from .runs import INDEX, ROW_DATA, SLOT
+from .snapformat import RECORD_FIXED, compress_bound
+from .tarformat import MAX_RECORD
 
 MiB = 1 << 20
 SLACK = 32 * MiB  # Python objects, zstd contexts, LMDB's own allocations, the progress bar
 ROW_COST = 2 * INDEX.itemsize + 2 * SLOT.itemsize + 16  # index, sorted copy, slot rows and their sort, orders
-WINDOW_ROW = INDEX.itemsize + 4208  # a publish cursor's row plus its data
+WINDOW_ROW = INDEX.itemsize + ROW_DATA  # a publish cursor's row plus its data
 TAR_TASK_BYTES = 1 * MiB  # tar entries per validation task
-MAX_RECORD = 4201 + 113 + 4
 
 
 def rss_bytes() -> int:
@@ -87,7 +87,7 @@ class FrameShape:
 
 
 def snapshot_shape(frame_limit: int) -> FrameShape:
-    return FrameShape(frame_limit + compress_bound(frame_limit), frame_limit, frame_limit // 147 + 1)
+    return FrameShape(frame_limit + compress_bound(frame_limit), frame_limit, frame_limit // RECORD_FIXED + 1)
 
 
 TAR_TASK_ENTRIES = 256

@@ -46,9 +46,9 @@ import numpy as np
 
 from chunkstore.store.admission import Admitted
 from chunkstore.store.errors import StampConflict
-from chunkstore.store.layout import HEAD_SIZE, ChunkType
+from chunkstore.store.layout import HEAD_SIZE
 from chunkstore.store.store import ChunkStore
-from chunkstore.swarm.proximity import MAX_PO
+from chunkstore.swarm.constants import MAX_PO, ChunkType
 from chunkstore.swarm.stamp import Stamp, split_index
 
 from .errors import ImportRefused

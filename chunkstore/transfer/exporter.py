@@ -32,10 +32,10 @@ from typing import BinaryIO
 
 import zstandard
 
-from chunkstore.store.layout import ADDRESS_SIZE, HEAD_SIZE
+from chunkstore.store.layout import HEAD_SIZE
 from chunkstore.store.store import ChunkStore
+from chunkstore.swarm.constants import ADDRESS_SIZE, STAMP_SIZE
 from chunkstore.swarm.errors import SwarmError
-from chunkstore.swarm.stamp import STAMP_SIZE
 
 from . import snapformat as snap
 from . import tarformat as tarf

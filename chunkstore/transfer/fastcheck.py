@@ -25,22 +25,20 @@ from coincurve import PublicKey
 from chunkstore.store.admission import admit
 from chunkstore.store.batchstore import Batch
 from chunkstore.store.errors import UnknownBatch
-from chunkstore.store.layout import ChunkType
-from chunkstore.swarm.bmt.reference import SPAN_SIZE as SPAN
-from chunkstore.swarm.cac import MAX_DATA_SIZE as MAX_CAC
+from chunkstore.swarm.bmt import ROW_STRIDE
+from chunkstore.swarm.constants import MAX_CAC_SIZE as MAX_CAC
+from chunkstore.swarm.constants import MAX_SOC_SIZE as MAX_SOC
+from chunkstore.swarm.constants import REPLICAS_OWNER, STAMP_SIZE, ChunkType
+from chunkstore.swarm.constants import SOC_HEADER_SIZE as SOC_HEADER
+from chunkstore.swarm.constants import SPAN_SIZE as SPAN
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.signer import PERSONAL_PREFIX
-from chunkstore.swarm.soc import HEADER_SIZE as SOC_HEADER
-from chunkstore.swarm.soc import MAX_SOC_DATA_SIZE as MAX_SOC
-from chunkstore.swarm.soc import REPLICAS_OWNER
-from chunkstore.swarm.stamp import STAMP_SIZE
 
 OK = 0
 UNKNOWN_BATCH = 1
 BAD_CHUNK = 2
 BAD_STAMP = 3
 
-STRIDE = 4224  # row width for the hashing kernels: room for the longest SOC, rounded up
 _PERSONAL = PERSONAL_PREFIX + b"32"  # personal-sign prefix of a 32-byte message
 _REPLICAS = np.frombuffer(REPLICAS_OWNER, np.uint8)
 
@@ -90,7 +88,7 @@ class Validator:
 
         self.hashing = hashing
         self.table = table
-        self.rows = np.zeros((rows, STRIDE), np.uint8)
+        self.rows = np.zeros((rows, ROW_STRIDE), np.uint8)
         self._hashes = np.zeros((rows, 32), np.uint8)
         self._zero = np.zeros(rows, np.int64)
 

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from chunkstore.store.layout import ChunkType
-from chunkstore.swarm.stamp import STAMP_SIZE
+from chunkstore.swarm.constants import STAMP_SIZE, ChunkType
 
 from . import snapformat as snap
 from . import tarformat as tarf

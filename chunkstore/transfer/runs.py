@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chunkstore.swarm.stamp import STAMP_SIZE
+from chunkstore.swarm.bmt import ROW_STRIDE
+from chunkstore.swarm.constants import STAMP_SIZE
 
 KEY_SIZE = 73
 INDEX = np.dtype([("key", "S73"), ("ord", "<u8"), ("off", "<u8"), ("len", "<u2"), ("kind", "u1"), ("tail", "V73")])
@@ -41,6 +42,8 @@ SLOT = np.dtype([("slot", "S40"), ("ord", "<u8"), ("ts", ">u8"), ("addr", "V32")
 ADDR = slice(1, 33)
 SLOT_KEY = slice(33, 73)
 ENTRY_KEY = slice(1, 73)
+# Room for one row's chunk data in a publish window: the longest chunk, rounded as the hashing rows are.
+ROW_DATA = ROW_STRIDE
 
 
 def _raw(rows: np.ndarray) -> np.ndarray:
@@ -252,7 +255,7 @@ class _FileCursor(Cursor):
         self._f = open(path, "rb")  # noqa: SIM115 - closed when the cursor is used up
         self._data = open(data, "rb") if data else None  # noqa: SIM115
         self._buf = np.empty(max(1, min(window, hi - lo)), dtype)
-        self._dbuf = np.empty(len(self._buf) * 4208, np.uint8) if data else None
+        self._dbuf = np.empty(len(self._buf) * ROW_DATA, np.uint8) if data else None
         self._next = lo
         self._hi = hi
         self._size = dtype.itemsize

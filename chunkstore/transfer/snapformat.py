@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chunkstore.swarm.soc import MAX_SOC_DATA_SIZE
-from chunkstore.swarm.stamp import STAMP_SIZE
+from chunkstore.swarm.constants import ADDRESS_SIZE, MAX_SOC_SIZE, STAMP_SIZE
 
 from .errors import CorruptInput
 
@@ -42,9 +41,9 @@ VERSION = 1
 FRAME_TAG = b"FRME"
 INDEX_TAG = b"INDX"
 END_TAG = b"SEND"
-ADDRESS = 32
+ADDRESS = ADDRESS_SIZE
 RECORD_FIXED = ADDRESS + STAMP_SIZE + 2  # per record: address, stamp, u16 length
-MAX_DATA = MAX_SOC_DATA_SIZE  # a SOC around a full CAC, the longest chunk data
+MAX_DATA = MAX_SOC_SIZE  # a SOC around a full CAC, the longest chunk data
 
 _FILE = struct.Struct(">8sIII8sI")  # magic, version, flags, frame limit, reserved, crc
 _FRAME = struct.Struct(">4sIIIIIII")  # tag, frame, records, clen, dlen, dcrc, reserved, crc

@@ -21,16 +21,14 @@ from __future__ import annotations
 import zlib
 from typing import Protocol
 
-from chunkstore.swarm.bmt.reference import SPAN_SIZE
-from chunkstore.swarm.soc import MAX_SOC_DATA_SIZE
-from chunkstore.swarm.stamp import STAMP_SIZE
+from chunkstore.swarm.constants import MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
 
 from .errors import CorruptInput
 
 BLOCK = 512
 LENGTH_PREFIX = 4  # uint32 big-endian data length before the data
 MIN_DATA = SPAN_SIZE  # a span and nothing else
-MAX_DATA = MAX_SOC_DATA_SIZE  # a SOC with a full payload: id | signature | span | payload
+MAX_DATA = MAX_SOC_SIZE  # a SOC with a full payload: id | signature | span | payload
 MIN_RECORD = LENGTH_PREFIX + MIN_DATA + STAMP_SIZE
 MAX_RECORD = LENGTH_PREFIX + MAX_DATA + STAMP_SIZE
 END_OF_ARCHIVE = bytes(2 * BLOCK)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.swarm.stamp import STAMP_SIZE
+from chunkstore.swarm.constants import STAMP_SIZE
 
 from .budget import peak_rss_bytes
 from .bufferpool import RingHandle, SharedRing, attach

@@ -12,9 +12,9 @@ from chunkstore.store.batchstore import Batch
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import SOC, make_soc
-from chunkstore.swarm.stamp import bucket_of, sign_stamp
 
 OWNER_KEY = bytes.fromhex("11" * 32)
 
@@ -24,10 +24,18 @@ class Uploader:
 
     def __init__(self, key: bytes = OWNER_KEY, depth: int = 20, bucket_depth: int = 16, seed: bytes = b"batch") -> None:
         self.signer = Signer(key)
-        self.batch_id = keccak256(b"api-test " + seed + self.signer.address)
         self.depth = depth
         self.bucket_depth = bucket_depth
-        self._next: dict[int, int] = {}
+        self.batch_id = keccak256(b"api-test " + seed + self.signer.address)
+
+    @property
+    def batch_id(self) -> bytes:
+        return self.issuer.batch_id
+
+    @batch_id.setter
+    def batch_id(self, value: bytes) -> None:
+        """Stamp for another batch from now on (a forger reusing someone's batch id), with fresh slots."""
+        self.issuer = StampIssuer(self.signer, value, self.depth, self.bucket_depth)
 
     def batch_json(self, value: int = 10**15, start: int = 0, immutable: bool = False) -> dict[str, Any]:
         return {
@@ -44,12 +52,7 @@ class Uploader:
         return Batch(self.batch_id, self.signer.address, self.depth, self.bucket_depth, False, value, 0)
 
     def stamp(self, address: bytes, timestamp_ns: int | None = None, position: int | None = None) -> bytes:
-        bucket = bucket_of(address, self.bucket_depth)
-        if position is None:
-            position = self._next.get(bucket, 0)
-            self._next[bucket] = position + 1
-        ts = time.time_ns() if timestamp_ns is None else timestamp_ns
-        return sign_stamp(self.signer, address, self.batch_id, bucket, position, ts).to_bytes()
+        return self.issuer.stamp(address, timestamp_ns=timestamp_ns, position=position).to_bytes()
 
     def cac(self, payload: bytes | None = None) -> tuple[bytes, bytes, bytes]:
         """(address, data, stamp) of a fresh CAC."""

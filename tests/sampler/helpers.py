@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chunkstore.store.layout import ChunkType
 from chunkstore.swarm.bmt.reference import chunk_hash
 from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.constants import ChunkType
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
@@ -131,19 +131,6 @@ def force_rogue(store, address: bytes, stamp: Stamp) -> None:
         txn.put(key, b"\x00" + value[1:], db=shard.stamps)
 
 
-class SlotCounter:
-    """Hands out unused positions per (batch, bucket) so no put evicts another."""
-
-    def __init__(self) -> None:
-        self._next: dict[tuple[bytes, int], int] = {}
-
-    def take(self, batch_id: bytes, bucket: int) -> int:
-        key = (batch_id, bucket)
-        pos = self._next.get(key, 0)
-        self._next[key] = pos + 1
-        return pos
-
-
 def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:
     """A store of ``n`` random chunks (CAC and SOC) under five batches:
 
@@ -156,7 +143,7 @@ def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:
 
     from chunkstore.store.batchstore import Batch
     from chunkstore.store.store import ChunkStore
-    from chunkstore.swarm.stamp import bucket_of
+    from chunkstore.swarm.postage import StampIssuer
 
     rng = random.Random(seed)
     signers = [Signer(keccak256(b"signer %d" % i)) for i in range(3)]
@@ -178,7 +165,10 @@ def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:
     names = list(spec)
     weights = [spec[k][3] for k in names]
     base = 1_700_000_000_000_000_000
-    slots = SlotCounter()
+    issuers = {
+        ids[name]: StampIssuer(signers[owner], ids[name], batches[ids[name]].depth, bd)
+        for name, (owner, bd, _, _) in spec.items()
+    }
     chunks: dict[bytes, tuple[bytes, int]] = {}
     stamps: dict[bytes, list[Stamp]] = {}
     puts = []
@@ -199,10 +189,7 @@ def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:
         stamps.setdefault(address, [])
         for name in chosen:
             bid = ids[name]
-            b = batches[bid]
-            bucket = bucket_of(address, b.bucket_depth)
-            owner = signers[spec[name][0]]
-            st = sign_stamp(owner, address, bid, bucket, slots.take(bid, bucket), base + rng.randrange(0, 1001))
+            st = issuers[bid].stamp(address, timestamp_ns=base + rng.randrange(0, 1001))
             stamps[address].append(st)
             puts.append((data, st))
     store.put_many(puts)

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from chunkstore.swarm.constants import SAMPLE_SIZE
 from chunkstore.swarm.errors import SwarmError
 from sampler import (
     InsufficientSample,
@@ -23,7 +24,6 @@ from sampler import (
     sample_hash,
     verify_inclusion_proof,
 )
-from sampler.items import SAMPLE_SIZE
 from tests.sampler.helpers import Expected, World, build_world, simple_sample
 
 N_CHUNKS = 4000

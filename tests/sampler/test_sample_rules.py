@@ -11,12 +11,12 @@ from chunkstore.store.batchstore import Batch
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
-from chunkstore.swarm.stamp import bucket_of, sign_stamp
 from sampler import SampleIntegrityError, check_sample, reserve_sample
 from sampler.candidates import CandidateSet
-from tests.sampler.helpers import SlotCounter, force_batch
+from tests.sampler.helpers import force_batch
 
 T0 = 1_000_000
 OWNER = Signer(keccak256(b"owner"))
@@ -34,11 +34,11 @@ def _dup_store(path, shards: int = 4):
     store = ChunkStore(path, shards=shards)
     for bid in (p, q, r):
         store.batches.add(Batch(bid, OWNER.address, 20, 2, False, 1000, 0))
-    slots = SlotCounter()
+    issuers = {bid: StampIssuer(OWNER, bid, 20, 2) for bid in (p, q, r)}
     rng = random.Random(3)
 
     def stamp(address, bid, ts=T0):
-        return sign_stamp(OWNER, address, bid, bucket_of(address, 2), slots.take(bid, bucket_of(address, 2)), ts)
+        return issuers[bid].stamp(address, timestamp_ns=ts)
 
     puts = []
     for _ in range(15):
@@ -197,14 +197,13 @@ def test_mostly_invalid_stamps_force_rescans(tmp_path, k):
     try:
         for bid in (good, bad):
             store.batches.add(Batch(bid, OWNER.address, 20, 2, False, 1000, 0))
-        slots = SlotCounter()
+        issuers = {bid: StampIssuer(OWNER, bid, 20, 2) for bid in (good, bad)}
         rng = random.Random(9)
         puts, valid = [], []
         for i in range(400):
             address, data = make_cac(rng.randbytes(64))
             bid = good if i % 20 == 0 else bad
-            bucket = bucket_of(address, 2)
-            puts.append((data, sign_stamp(OWNER, address, bid, bucket, slots.take(bid, bucket), T0)))
+            puts.append((data, issuers[bid].stamp(address, timestamp_ns=T0)))
             if bid == good:
                 valid.append((spec_transformed_address(address, data, 1, b"\x33"), address))
         store.put_many(puts)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
-from dataclasses import dataclass, field
 
 from chunkstore.store.batchstore import Batch
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.postage import StampIssuer
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
-from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp
+from chunkstore.swarm.stamp import Stamp
 
 OWNER_KEY = hashlib.sha256(b"chunkstore test batch owner").digest()
 SOC_KEY = hashlib.sha256(b"chunkstore test soc owner").digest()
@@ -37,24 +38,22 @@ def make_batch(n: int = 1, *, depth: int = 20, bucket_depth: int = 16, value: in
     )
 
 
-@dataclass
 class Stamper:
-    """Hands out slots of one batch: stamps in fresh positions unless told otherwise."""
+    """Stamps of one batch by the test key, each in a fresh slot unless told otherwise.
 
-    batch: Batch
-    key: bytes = OWNER_KEY
-    next_position: dict[int, int] = field(default_factory=dict)
-    clock: int = 1_700_000_000_000_000_000
+    A ``StampIssuer`` whose clock ticks one nanosecond per stamp from a fixed
+    start, so that every stamp is newer than the one before.
+    """
+
+    def __init__(self, batch: Batch, key: bytes = OWNER_KEY) -> None:
+        self.batch = batch
+        ticks = itertools.count(1_700_000_000_000_000_001)
+        self.issuer = StampIssuer(
+            signer(key), batch.id, batch.depth, batch.bucket_depth, clock=lambda: next(ticks)
+        )
 
     def stamp(self, address: bytes, *, position: int | None = None, ts: int | None = None, bucket: int | None = None) -> Stamp:
-        b = bucket_of(address, self.batch.bucket_depth) if bucket is None else bucket
-        if position is None:
-            position = self.next_position.get(b, 0)
-            self.next_position[b] = position + 1
-        if ts is None:
-            self.clock += 1
-            ts = self.clock
-        return sign_stamp(signer(self.key), address, self.batch.id, b, position, ts)
+        return self.issuer.stamp(address, timestamp_ns=ts, position=position, bucket=bucket)
 
 
 def random_cac(size: int | None = None, rng: os.urandom = os.urandom) -> tuple[bytes, bytes]:
@@ -185,8 +184,8 @@ def reader_child(path: str, seconds: float, out_path: str) -> None:
     import time
 
     from chunkstore.store.admission import classify
-    from chunkstore.store.layout import ChunkType
     from chunkstore.store.shard import ShardReader
+    from chunkstore.swarm.constants import ChunkType
 
     store = ChunkStore(path, readonly=True)
     readers = [ShardReader(path, i) for i in range(store.shard_count)]

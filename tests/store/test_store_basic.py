@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkstore.store.errors import ChunkNotFound, StoreFormatError, StoreReadOnly
-from chunkstore.store.layout import HEAD_SIZE, ChunkType, neighbourhood_range
+from chunkstore.store.layout import HEAD_SIZE, neighbourhood_range
 from chunkstore.store.shard import ShardReader
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.constants import ChunkType
 from chunkstore.swarm.errors import InvalidChunk, SwarmError
 from chunkstore.swarm.proximity import proximity
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac, random_soc

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from chunkstore.store.errors import StampConflict, UnknownBatch
-from chunkstore.store.layout import ChunkType
+from chunkstore.swarm.constants import ChunkType
 from chunkstore.swarm.errors import InvalidChunk, InvalidStamp
 from chunkstore.swarm.soc import make_soc
 from chunkstore.swarm.stamp import bucket_of, sign_stamp

@@ -7,8 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkstore.swarm.bmt.reference import (
-    BRANCHES,
-    CHUNK_SIZE,
     Proof,
     bmt_hash,
     chunk_hash,
@@ -17,6 +15,7 @@ from chunkstore.swarm.bmt.reference import (
     verify_proof,
     zero_hashes,
 )
+from chunkstore.swarm.constants import BRANCHES, CHUNK_SIZE
 from chunkstore.swarm.errors import InvalidChunk, InvalidProof
 from chunkstore.swarm.keccak import keccak256
 

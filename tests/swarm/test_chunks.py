@@ -7,20 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunkstore.swarm.cac import is_valid_cac, make_cac, validate_cac
+from chunkstore.swarm.constants import MAX_PO, STAMP_SIZE
 from chunkstore.swarm.errors import InvalidChunk, InvalidSignature, InvalidStamp
 from chunkstore.swarm.keccak import keccak256
-from chunkstore.swarm.proximity import MAX_PO, proximity
+from chunkstore.swarm.proximity import proximity
 from chunkstore.swarm.signer import Signer, recover_address
 from chunkstore.swarm.soc import make_soc, parse_soc, soc_address, validate_soc, verify_soc_signature
-from chunkstore.swarm.stamp import (
-    STAMP_SIZE,
-    bucket_of,
-    check_stamp_slot,
-    parse_stamp,
-    sign_stamp,
-    split_index,
-    validate_stamp,
-)
+from chunkstore.swarm.stamp import bucket_of, check_stamp_slot, parse_stamp, sign_stamp, split_index, validate_stamp
 
 keys = st.binary(min_size=32, max_size=32).filter(lambda k: 0 < int.from_bytes(k, "big") < 2**256 - 2**128)
 ALICE = Signer(bytes.fromhex("11" * 32))

@@ -107,7 +107,7 @@ def test_snapshot_round_trip_with_worker_processes(tmp_path, entries):
 def target(tmp_path):
     """A store that already holds something, so that "unchanged" means something."""
     path = str(tmp_path / "target")
-    s = Stamper(B1, next_position={})
+    s = Stamper(B1)
     with open_store(path, batches=[B1, B2]) as store:
         for _ in range(5):
             a, d = random_cac(50)

@@ -9,7 +9,7 @@ import pytest
 
 from chunkstore.store.admission import admit
 from chunkstore.store.batchstore import encode_batch
-from chunkstore.store.layout import ChunkType
+from chunkstore.swarm.constants import ChunkType
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.soc import make_soc
 from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp

@@ -1,9 +1,9 @@
-"""Bulk chunk hashing for the reserve sampler: one interface, two backends.
+"""The BMT interface every caller uses: one chunk or whole batches, on the fastest working backend.
 
-``numba`` (:mod:`chunkstore.swarm.bmt.numba_kernels`) runs Keccak-f[1600] as JIT-compiled
-code over uint64 lanes, without the GIL; ``pysha3`` loops over
-:mod:`chunkstore.swarm.bmt.reference`, the reference the fast path is tested against. Both
-give byte-identical results, so callers never branch on :data:`BACKEND`.
+``numba`` (:mod:`.numba_kernels`) runs Keccak-f[1600] as JIT-compiled code
+over uint64 lanes, without the GIL; ``pysha3`` loops over :mod:`.reference`,
+the implementation the fast path is tested against. Both give byte-identical
+results, so callers never branch on :data:`BACKEND`.
 
 Selection happens once, at import:
 
@@ -21,6 +21,7 @@ CAC, 97 for a SOC). The number of rows processed is ``len(lengths)``; ``buf``,
 ``out`` (and ``soc_addresses``) may have more rows, so a partial batch is a
 view such as ``lengths[:k]``. Bytes of a row past ``lengths[i]`` are never
 read: rows are reused buffers and may hold a previous chunk's tail.
+:data:`ROW_STRIDE` is a row wide enough for any chunk.
 """
 
 from __future__ import annotations
@@ -33,16 +34,17 @@ from types import ModuleType
 
 import numpy as np
 
-from chunkstore.swarm.errors import InvalidChunk
-from chunkstore.swarm.keccak import keccak256
-
-from . import reference as bmt
+from ..constants import HASH_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE
+from ..errors import InvalidChunk
+from ..keccak import keccak256
+from . import reference
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "BACKEND",
     "ENV_VAR",
+    "ROW_STRIDE",
     "transformed_addresses",
     "bmt_hashes",
     "keccak256_batch",
@@ -51,9 +53,8 @@ __all__ = [
 ]
 
 ENV_VAR = "CHUNKSTORE_HASH_BACKEND"
-SPAN_SIZE = bmt.SPAN_SIZE
-MAX_DATA_SIZE = SPAN_SIZE + bmt.CHUNK_SIZE  # 4104: span | full payload
-HASH_SIZE = 32
+# A batch row that holds any chunk (a SOC around a full CAC), rounded up to 16 bytes: 4208.
+ROW_STRIDE = -(-MAX_SOC_SIZE // 16) * 16
 
 # Hash wide tree levels 8 pairs at a time with the vectorised permutation
 # (~3x faster per full chunk than one keccak at a time here; the 8-way
@@ -71,14 +72,14 @@ def _load_numba() -> ModuleType:
     if sys.byteorder != "little":
         # The kernels read digests straight out of little-endian lanes.
         raise RuntimeError("big-endian host")
-    from . import numba_kernels as keccak_numba
+    from . import numba_kernels
 
-    keccak_numba.warm_up()
-    expected = bmt.chunk_hash(_SELF_TEST_DATA, _SELF_TEST_PREFIX)
+    numba_kernels.warm_up()
+    expected = reference.chunk_hash(_SELF_TEST_DATA, _SELF_TEST_PREFIX)
     for wide in (True, False):
-        if _numba_chunk_hash(keccak_numba, _SELF_TEST_DATA, _SELF_TEST_PREFIX, wide) != expected:
+        if _numba_chunk_hash(numba_kernels, _SELF_TEST_DATA, _SELF_TEST_PREFIX, wide) != expected:
             raise RuntimeError(f"self-test: numba BMT hash (wide={wide}) differs from the reference")
-    return keccak_numba
+    return numba_kernels
 
 
 def _select_backend() -> tuple[str, ModuleType | None]:
@@ -120,12 +121,12 @@ def _check_rows(buf: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> tu
         raise ValueError(f"{n} lengths but {offsets.shape[0]} offsets and {buf.shape[0]} buffer rows")
     offsets = offsets[:n]
     data = lengths - offsets
-    bad = (data < SPAN_SIZE) | (data > MAX_DATA_SIZE) | (offsets < 0) | (lengths > buf.shape[1])
+    bad = (data < SPAN_SIZE) | (data > MAX_CAC_SIZE) | (offsets < 0) | (lengths > buf.shape[1])
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InvalidChunk(
             f"row {i}: span|payload of {int(data[i])} bytes at offset {int(offsets[i])}, row length "
-            f"{int(lengths[i])} (stride {buf.shape[1]}); need {SPAN_SIZE}..{MAX_DATA_SIZE} bytes inside the row"
+            f"{int(lengths[i])} (stride {buf.shape[1]}); need {SPAN_SIZE}..{MAX_CAC_SIZE} bytes inside the row"
         )
     return _contiguous(buf[:n], np.uint8), lengths, offsets
 
@@ -176,7 +177,7 @@ _NO_SOC = np.zeros((1, HASH_SIZE), np.uint8)
 
 
 def _numba_chunk_hash(kn: ModuleType, data: bytes, prefix: bytes, wide: bool | None = None) -> bytes:
-    buf = np.zeros((1, MAX_DATA_SIZE), np.uint8)
+    buf = np.zeros((1, MAX_CAC_SIZE), np.uint8)
     buf[0, : len(data)] = np.frombuffer(data, np.uint8)
     out = np.empty((1, HASH_SIZE), np.uint8)
     lengths = np.array([len(data)], np.int64)
@@ -229,7 +230,7 @@ def transformed_addresses(
         _run_into(out, n, lambda target: _numba_batch(kn, buf, lengths, offsets, soc, addrs, prefix, target))
         return
     for i in range(n):
-        h = bmt.chunk_hash(buf[i, offsets[i] : lengths[i]].tobytes(), prefix)
+        h = reference.chunk_hash(buf[i, offsets[i] : lengths[i]].tobytes(), prefix)
         if soc[i]:
             h = keccak256(addrs[i].tobytes(), h)
         out[i] = np.frombuffer(h, np.uint8)
@@ -251,7 +252,7 @@ def bmt_hashes(buf: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, prefix
         _run_into(out, n, lambda target: _numba_batch(kn, buf, lengths, offsets, soc, _NO_SOC, prefix, target))
         return
     for i in range(n):
-        out[i] = np.frombuffer(bmt.chunk_hash(buf[i, offsets[i] : lengths[i]].tobytes(), prefix), np.uint8)
+        out[i] = np.frombuffer(reference.chunk_hash(buf[i, offsets[i] : lengths[i]].tobytes(), prefix), np.uint8)
 
 
 def keccak256_batch(buf: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
@@ -277,15 +278,15 @@ def keccak256_batch(buf: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> No
 def chunk_hash(data: bytes | bytearray | memoryview, prefix: bytes = b"") -> bytes:
     """BMT hash of one chunk's ``span | payload`` (the CAC address if unprefixed)."""
     data = bytes(data)
-    if not SPAN_SIZE <= len(data) <= MAX_DATA_SIZE:
-        raise InvalidChunk(f"chunk data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_DATA_SIZE}")
+    if not SPAN_SIZE <= len(data) <= MAX_CAC_SIZE:
+        raise InvalidChunk(f"chunk data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_CAC_SIZE}")
     if _kn is not None:
         return _numba_chunk_hash(_kn, data, bytes(prefix))
-    return bmt.chunk_hash(data, bytes(prefix))
+    return reference.chunk_hash(data, bytes(prefix))
 
 
 def zero_hashes(prefix: bytes = b"") -> tuple[bytes, ...]:
     """Hash of an all-zero subtree per level (level 0: the zero segment), via the active backend."""
     if _kn is not None:
         return tuple(row.tobytes() for row in _kn.prefix_context(bytes(prefix)).zeros)
-    return bmt.zero_hashes(bytes(prefix))
+    return reference.zero_hashes(bytes(prefix))

@@ -1,6 +1,6 @@
 """Numba kernels: Keccak-f[1600] over uint64 lanes and a batched (prefixed) BMT.
 
-This is the fast path behind :mod:`chunkstore.swarm.bmt.accelerated`; :mod:`chunkstore.swarm.bmt.reference`
+This is the fast path behind :mod:`.accelerated`; :mod:`.reference`
 (safe-pysha3) is the reference it is tested against. Everything here is
 original Keccak-256 (pad byte 0x01, final bit 0x80, rate 136 bytes).
 
@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ..constants import BMT_DEPTH, CHUNK_SIZE, HASH_SIZE, SPAN_SIZE
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -58,10 +60,10 @@ __all__ = [
 RATE = 136  # bytes absorbed per permutation (Keccak-256: 1600 - 2 * 256 bits)
 RATE_LANES = RATE // 8  # 17
 STATE_LANES = 25
-TREE_DEPTH = 7
-TREE_WORDS = 4096 // 8  # the zero-padded payload as uint64 words
-NODE_BYTES = 64  # a BMT node input after the prefix: left | right
-SPAN_MSG_BYTES = 40  # span step input after the prefix: span(8) | root(32)
+TREE_DEPTH = BMT_DEPTH
+TREE_WORDS = CHUNK_SIZE // 8  # the zero-padded payload as uint64 words
+NODE_BYTES = 2 * HASH_SIZE  # a BMT node input after the prefix: left | right
+SPAN_MSG_BYTES = SPAN_SIZE + HASH_SIZE  # span step input after the prefix: span(8) | root(32)
 WIDE = 8  # instances per keccak_f1600_x8 call
 # A level goes through the 8-way permutation while at least this many pairs
 # are left: one x8 call costs about as much as 2 scalar permutations.

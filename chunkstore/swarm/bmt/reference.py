@@ -16,14 +16,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from chunkstore.swarm.errors import InvalidChunk, InvalidProof
-from chunkstore.swarm.keccak import HASH_SIZE, keccak_256
+from ..constants import BMT_DEPTH, BRANCHES, CHUNK_SIZE, HASH_SIZE, SEGMENT_SIZE, SPAN_SIZE
+from ..errors import InvalidChunk, InvalidProof
+from ..keccak import keccak_256
 
-SEGMENT_SIZE = 32
-BRANCHES = 128
-CHUNK_SIZE = BRANCHES * SEGMENT_SIZE  # 4096
-SPAN_SIZE = 8
-TREE_DEPTH = 7  # log2(BRANCHES)
+__all__ = [
+    "BRANCHES",
+    "CHUNK_SIZE",
+    "SEGMENT_SIZE",
+    "SPAN_SIZE",
+    "Buffer",
+    "Proof",
+    "bmt_hash",
+    "bmt_levels",
+    "bmt_root",
+    "chunk_hash",
+    "proof_root_hash",
+    "prove",
+    "verify_proof",
+    "zero_hashes",
+]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -32,7 +44,7 @@ Buffer = bytes | bytearray | memoryview
 def zero_hashes(prefix: bytes = b"") -> tuple[bytes, ...]:
     """Hash of an all-zero subtree at each level: level 0 is a zero segment."""
     out = [bytes(SEGMENT_SIZE)]
-    for _ in range(TREE_DEPTH):
+    for _ in range(BMT_DEPTH):
         out.append(keccak_256(prefix + out[-1] + out[-1]).digest())
     return tuple(out)
 
@@ -67,7 +79,7 @@ def bmt_levels(payload: Buffer, prefix: bytes = b"") -> list[bytes]:
     used = max(1, -(-n // SEGMENT_SIZE))
     zeros = zero_hashes(prefix)
     levels = [level]
-    for k in range(1, TREE_DEPTH + 1):
+    for k in range(1, BMT_DEPTH + 1):
         level, used = _next_level(level, used, prefix, zeros[k])
         levels.append(level)
     return levels
@@ -78,11 +90,11 @@ def bmt_root(payload: Buffer, prefix: bytes = b"") -> bytes:
     _check_payload(payload)
     n = len(payload)
     if n == 0:
-        return zero_hashes(prefix)[TREE_DEPTH]
+        return zero_hashes(prefix)[BMT_DEPTH]
     level = bytes(payload) + bytes(CHUNK_SIZE - n) if n < CHUNK_SIZE else bytes(payload)
     used = -(-n // SEGMENT_SIZE)
     zeros = zero_hashes(prefix)
-    for k in range(1, TREE_DEPTH + 1):
+    for k in range(1, BMT_DEPTH + 1):
         level, used = _next_level(level, used, prefix, zeros[k])
     return level
 
@@ -125,7 +137,7 @@ def prove(data: Buffer, index: int, prefix: bytes = b"") -> Proof:
     mv = memoryview(data)
     levels = bmt_levels(mv[SPAN_SIZE:], prefix)
     siblings = []
-    for k in range(TREE_DEPTH):
+    for k in range(BMT_DEPTH):
         sib = (index >> k) ^ 1
         siblings.append(levels[k][sib * HASH_SIZE : (sib + 1) * HASH_SIZE])
     return Proof(
@@ -140,8 +152,8 @@ def proof_root_hash(proof: Proof, prefix: bytes = b"") -> bytes:
     """The chunk hash a proof leads to: fold the siblings up, then the span."""
     if not 0 <= proof.index < BRANCHES:
         raise InvalidProof(f"segment index {proof.index} out of range 0..{BRANCHES - 1}")
-    if len(proof.proof_segments) != TREE_DEPTH:
-        raise InvalidProof(f"proof has {len(proof.proof_segments)} sibling hashes; must be {TREE_DEPTH}")
+    if len(proof.proof_segments) != BMT_DEPTH:
+        raise InvalidProof(f"proof has {len(proof.proof_segments)} sibling hashes; must be {BMT_DEPTH}")
     if len(proof.prove_segment) != SEGMENT_SIZE or any(len(s) != HASH_SIZE for s in proof.proof_segments):
         raise InvalidProof("proof segments must be 32 bytes each")
     if len(proof.span) != SPAN_SIZE:
