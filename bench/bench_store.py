@@ -28,9 +28,9 @@ from chunkstore.store.batchstore import Batch  # noqa: E402
 from chunkstore.store.shard import ShardReader  # noqa: E402
 from chunkstore.store.store import ChunkStore  # noqa: E402
 from chunkstore.swarm.cac import make_cac  # noqa: E402
-from chunkstore.swarm.constants import STAMP_SIZE
+from chunkstore.swarm.constants import STAMP_SIZE  # noqa: E402
 from chunkstore.swarm.signer import Signer  # noqa: E402
-from chunkstore.swarm.stamp import bucket_of, parse_stamp, sign_stamp
+from chunkstore.swarm.stamp import bucket_of, parse_stamp, sign_stamp  # noqa: E402
 
 KEY = hashlib.sha256(b"bench_store batch owner").digest()
 BATCH_ID = hashlib.sha256(b"bench_store batch").digest()

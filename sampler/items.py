@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chunkstore.swarm.bmt.reference import chunk_hash
-from chunkstore.swarm.constants import SOC_HEADER_SIZE, ChunkType
+from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
+from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.soc import validate_soc
 from chunkstore.swarm.stamp import Stamp
 
 
@@ -25,6 +27,23 @@ def transformed_address(address: bytes, data: bytes | bytearray | memoryview, ch
         inner = chunk_hash(memoryview(data)[SOC_HEADER_SIZE:], anchor)
         return keccak256(bytes(address), inner)
     raise ValueError(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
+
+
+def check_chunk(address: bytes, data: bytes | bytearray | memoryview, chunk_type: int) -> None:
+    """Raise a ``SwarmError`` unless ``data`` is the chunk of ``chunk_type`` at ``address``.
+
+    Hashes with the pysha3 reference only, never the accelerated backend: this
+    is what the backend's answers are checked against.
+    """
+    if chunk_type == ChunkType.CAC:
+        if not SPAN_SIZE <= len(data) <= MAX_CAC_SIZE:
+            raise InvalidChunk(f"CAC data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_CAC_SIZE}")
+        if chunk_hash(data) != bytes(address):
+            raise InvalidChunk(f"CAC data does not hash to chunk address {bytes(address).hex()}")
+    elif chunk_type == ChunkType.SOC:
+        validate_soc(address, data, cac_hash=chunk_hash)
+    else:
+        raise InvalidChunk(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
 
 
 def wrapped_cac(data: bytes, chunk_type: int) -> bytes:
@@ -55,6 +74,7 @@ class SampleStats:
     chunk_load_failed: int = 0
     duplicates_ignored: int = 0
     reruns: int = 0
+    hash_mismatches: int = 0  # accelerated hash != reference for a candidate: the sample was redone
     taddr_duration: float = 0.0
     chunk_load_duration: float = 0.0
     iteration_duration: float = 0.0
@@ -82,3 +102,5 @@ class SampleResult:
     stats: SampleStats = field(default_factory=SampleStats)
     anchor: bytes = b""
     depth: int = 0
+    storage_radius: int = 0  # entries below it (proximity to the overlay) were not sampled
+    hash_backend: str = ""  # the hashing path phase 1 used for the answer: "numba" or "pysha3"

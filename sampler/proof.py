@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chunkstore.swarm.bmt.reference import Proof, proof_root_hash, prove
-from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.bmt.reference import Proof, chunk_hash, proof_root_hash, prove
 from chunkstore.swarm.constants import BRANCHES, SAMPLE_SIZE, SPAN_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidProof
 from chunkstore.swarm.keccak import keccak256
@@ -32,7 +31,9 @@ from .items import SampleItem, wrapped_cac
 def sample_chunk(items: list[SampleItem]) -> tuple[bytes, bytes]:
     """``(address, data)`` of the sample chunk built from ``items`` in their order."""
     payload = b"".join(bytes(it.chunk_address) + bytes(it.transformed_address) for it in items)
-    return make_cac(payload)
+    # Hashed by the reference BMT: the claim must not depend on the accelerated backend.
+    data = len(payload).to_bytes(SPAN_SIZE, "little") + payload
+    return chunk_hash(data), data
 
 
 def sample_hash(items: list[SampleItem]) -> bytes:
@@ -100,7 +101,8 @@ class ChunkInclusionProofs:
 def _soc_proof(item: SampleItem) -> SOCProof | None:
     if item.chunk_type != ChunkType.SOC:
         return None
-    soc = parse_soc(item.chunk_data)
+    # The reference BMT: a proof must not depend on the accelerated backend being right.
+    soc = parse_soc(item.chunk_data, cac_hash=chunk_hash)
     return SOCProof(signer=soc.owner, signature=soc.signature, identifier=soc.id, chunk_addr=soc.wrapped_address)
 
 
