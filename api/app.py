@@ -11,24 +11,24 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from aiohttp import web
 
 import chunkstore
+from chunkstore.reserve import ReserveStore, ReserveWorker
 from chunkstore.swarm.bmt import accelerated as hashing
+from sampler import SampleResult, reserve_sample_async
 
 from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
 from .putqueue import PutQueue
-from .routes_rchash import SampleCoordinator
-from .state import STATE, AppState, SampleFn
-from .storeapi import ReserveWorker, reserve_sample
+from .sampling import SampleCoordinator, SampleFn
+from .state import STATE, AppState
 
-log = logging.getLogger("chunkstore.api")
-access_log = logging.getLogger("chunkstore.access")
+log = logging.getLogger(__name__)
+access_log = logging.getLogger(f"{__name__}.access")  # one line per request, apart so it can be silenced alone
 
 # Probes and scrapes are logged at debug level only, as the reference node suppresses them.
 QUIET_PATHS = frozenset({"/health", "/readiness", "/metrics"})
@@ -121,11 +121,11 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
     return resp
 
 
-def default_sample_fn(store: Any, config: Config) -> SampleFn:
+def default_sample_fn(store: ReserveStore, config: Config) -> SampleFn:
     """The sampler over ``store``: worker processes scan the shards, the loop stays free."""
 
-    async def run(anchor: bytes, depth: int, consensus_time: int) -> Any:
-        return await reserve_sample(
+    async def run(anchor: bytes, depth: int, consensus_time: int) -> SampleResult:
+        return await reserve_sample_async(
             store, anchor, depth, consensus_time, min_batch_balance=config.min_batch_balance, workers=config.workers
         )
 
@@ -133,7 +133,7 @@ def default_sample_fn(store: Any, config: Config) -> SampleFn:
 
 
 def make_app(
-    store: Any,
+    store: ReserveStore,
     config: Config,
     *,
     overlay: bytes | None = None,
@@ -154,30 +154,29 @@ def make_app(
     """
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
-    reserve = getattr(store, "reserve", None)
-    writable = reserve is not None and not getattr(store, "readonly", False)
+    reserve = store.reserve
     if overlay is None:
-        overlay = reserve.overlay if reserve is not None else bytes(32)
-    elif writable and reserve.overlay != overlay:
+        overlay = reserve.overlay
+    elif not store.readonly and reserve.overlay != overlay:
         reserve.set_overlay(overlay)
+    sample_fn = sample_fn or default_sample_fn(store, config)
+    worker = None if store.readonly else ReserveWorker(reserve)
     state = AppState(
         store=store,
         config=config,
         overlay=overlay,
         metrics=metrics,
         executor=executor,
-        sample_fn=sample_fn or default_sample_fn(store, config),
+        sample_fn=sample_fn,
+        puts=PutQueue(store, executor),
+        sampler=SampleCoordinator(sample_fn, metrics, config.sample_wait),
+        reserve_worker=worker,
         version=chunkstore.__version__,
         ready=ready,
     )
-    state.extras["sampler"] = SampleCoordinator(state.sample_fn, metrics, config.sample_wait)
-    state.extras["puts"] = PutQueue(store, executor)
-    metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=reserve is None)
-    if reserve is not None:
-        metrics.attach_reserve(reserve)
+    metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=False)
+    metrics.attach_reserve(reserve)
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
-    worker = ReserveWorker(reserve) if writable else None
-    state.extras["reserve_worker"] = worker
 
     app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware], client_max_size=config.max_body)
     app[STATE] = state
@@ -193,7 +192,7 @@ def make_app(
             worker.start()
 
     async def on_cleanup(app: web.Application) -> None:
-        coordinator: SampleCoordinator = state.extras["sampler"]
+        coordinator = state.sampler
         if coordinator.busy:
             log.info("cancelling the running reserve sample; its current phase finishes before the store closes")
         await coordinator.close()

@@ -4,8 +4,9 @@ Every answer that is not a success is ``{"code": N, "message": "..."}`` (plus
 ``"reasons": [{"field", "error"}]`` for bad path, query or header parameters,
 as the reference node writes them), with ``Content-Type: application/json;
 charset=utf-8``. Library errors (``SwarmError`` subclasses) become 4xx answers
-through :func:`status_for`; anything else is logged with its traceback and
-answered with a plain 500 JSON body, as a last resort.
+through :func:`status_for`, by their classes (``STATUS_BY_ERROR``); anything
+else is logged with its traceback and answered with a plain 500 JSON body,
+as a last resort.
 """
 
 from __future__ import annotations
@@ -14,40 +15,49 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from chunkstore.swarm.errors import SwarmError
+from chunkstore.reserve import InvalidChainState, InvalidReserveOption, OutOfRadius
+from chunkstore.store.errors import BatchExists, ChunkNotFound, InvalidBatch, StampConflict, UnknownBatch
+from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidProof, InvalidSignature, InvalidStamp, SwarmError
+from sampler import InsufficientSample
 
-log = logging.getLogger("chunkstore.api")
+log = logging.getLogger(__name__)
 
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+V = TypeVar("V")
 
-# Library errors by class name (so that the API does not depend on which module
-# defines them) -> HTTP status. Classes not listed fall back to their nearest
-# listed base class, and finally to 400.
-_STATUS_BY_ERROR: dict[str, int] = {
-    "ChunkNotFound": 404,
-    "UnknownBatch": 404,
-    "BatchNotFound": 404,
-    "StampConflict": 409,
-    "BatchExists": 409,
-    "InsufficientSample": 422,
-    "OutOfRadius": 422,
-    "InvalidChainState": 400,
-    "InvalidReserveOption": 400,
-    "InvalidSignature": 400,
-    "InvalidStamp": 400,
-    "InvalidChunk": 400,
-    "InvalidProof": 400,
-    "InvalidBatch": 400,
-    "BucketFull": 402,
-    "StoreClosed": 503,
-    "SampleBusy": 503,
+# HTTP status of each library error class. An error takes the status of the
+# nearest class in its MRO listed here (UnknownBatch is an InvalidStamp, yet
+# 404), and 400 when none is: every other refusal is the request's fault.
+STATUS_BY_ERROR: dict[type[BaseException], int] = {
+    ChunkNotFound: 404,
+    UnknownBatch: 404,
+    StampConflict: 409,
+    BatchExists: 409,
+    InsufficientSample: 422,
+    OutOfRadius: 422,
+    BucketFull: 402,
+    InvalidChainState: 400,
+    InvalidReserveOption: 400,
+    InvalidSignature: 400,
+    InvalidStamp: 400,
+    InvalidChunk: 400,
+    InvalidProof: 400,
+    InvalidBatch: 400,
 }
+
+
+def nearest(table: Mapping[type[BaseException], V], exc: BaseException) -> V | None:
+    """The value of the nearest class of ``exc`` (its own, then its bases in MRO order) in ``table``."""
+    for cls in type(exc).__mro__:
+        if cls in table:
+            return table[cls]
+    return None
 
 
 def status_text(status: int) -> str:
@@ -59,11 +69,8 @@ def status_text(status: int) -> str:
 
 def status_for(exc: BaseException) -> int:
     """HTTP status for a library error: the nearest listed class in its MRO, else 400."""
-    for cls in type(exc).__mro__:
-        status = _STATUS_BY_ERROR.get(cls.__name__)
-        if status is not None:
-            return status
-    return 400
+    status = nearest(STATUS_BY_ERROR, exc)
+    return 400 if status is None else status
 
 
 def json_body(payload: Any) -> bytes:
@@ -112,6 +119,14 @@ class ApiError(Exception):
 
     def response(self) -> web.Response:
         return error_response(self.status, self.message, self.reasons, self.headers)
+
+
+class SampleBusy(Exception):
+    """Another reserve sample is running and the wait for it ran out (503 with ``Retry-After``)."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"another reserve sample is running; retry in {retry_after} s")
 
 
 class ParamError(ApiError):

@@ -15,31 +15,32 @@ outcome; a bad upload never fails a good one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+
+from chunkstore.store.store import ChunkStore, PutResult
 
 MAX_GROUP = 128
+Outcome = tuple[bool, PutResult | BaseException]  # (ok, result or the error to raise)
 
 
 class PutQueue:
-    def __init__(self, store: Any, executor: Executor, max_group: int = MAX_GROUP) -> None:
+    def __init__(self, store: ChunkStore, executor: Executor, max_group: int = MAX_GROUP) -> None:
         self._store = store
         self._executor = executor
         self._max_group = max_group
-        self._pending: list[tuple[bytes, bytes, bytes | None, asyncio.Future[Any]]] = []
+        self._pending: list[tuple[bytes, bytes, bytes | None, asyncio.Future[PutResult]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.groups = 0  # commits made (tests and metrics look at it)
         self.fallbacks = 0  # groups re-put one by one after an error
 
-    async def put(self, data: bytes, stamp: bytes, address: bytes | None = None) -> Any:
+    async def put(self, data: bytes, stamp: bytes, address: bytes | None = None) -> PutResult:
         """Store one chunk; the store's PutResult once durable.
 
         Without ``address`` the store reads the data as a CAC or a SOC, whichever
         the stamp fits; with it, the data must be the chunk at that address
         (such items are put singly: ``put_many`` takes no address).
         """
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
         self._pending.append((data, stamp, address, fut))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._drain())
@@ -63,13 +64,12 @@ class PutQueue:
                 else:
                     fut.set_exception(value)
 
-    def _write(self, items: list[tuple[bytes, bytes, bytes | None]]) -> list[tuple[bool, Any]]:
-        out: list[tuple[bool, Any] | None] = [None] * len(items)
+    def _write(self, items: list[tuple[bytes, bytes, bytes | None]]) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(items)
         plain = [i for i, (_, _, a) in enumerate(items) if a is None]
-        put_many: Callable[..., list[Any]] | None = getattr(self._store, "put_many", None)
-        if len(plain) > 1 and put_many is not None:
+        if len(plain) > 1:
             try:
-                for i, r in zip(plain, put_many([items[i][:2] for i in plain]), strict=True):
+                for i, r in zip(plain, self._store.put_many([items[i][:2] for i in plain]), strict=True):
                     out[i] = (True, r)
             except Exception:
                 self.fallbacks += 1  # someone's item is bad: give each its own answer below

@@ -40,11 +40,11 @@ served.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 
-from chunkstore.swarm.constants import RESERVE_CAPACITY, UINT8_MAX
+from chunkstore.reserve import ReserveStore
+from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
 from .metrics import CONTENT_TYPE
@@ -88,13 +88,10 @@ class ReserveNumbers:
         return r
 
 
-def reserve_numbers(store: Any) -> ReserveNumbers:
+def reserve_numbers(store: ReserveStore) -> ReserveNumbers:
     """Everything ``/status`` and ``/reservestate`` show, read without scanning the chunks."""
     commitment = sum(1 << int(b.depth) for b in store.batches.list())
-    reserve = getattr(store, "reserve", None)
-    if reserve is None:  # a store without a reserve view: all of it is "within radius 0"
-        chunks = int(store.stats().get("chunks", 0))
-        return ReserveNumbers(chunks, chunks, 0, 0, RESERVE_CAPACITY, commitment, 0)
+    reserve = store.reserve
     status = reserve.status()
     chain = reserve.chainstate
     return ReserveNumbers(

@@ -12,7 +12,7 @@ Starts ``python -m api.server`` on a temporary data dir and a free port
   of the uploaded reserve run back to back.
 
 Baseline, measured in the same run: the same operations called directly on a
-``ChunkStore`` in this process (one ``put`` after another, then ``get``), on
+``ReserveStore`` in this process (one ``put`` after another, then ``get``), on
 its own temporary directory; the tables give each HTTP rate as a ratio of it.
 
 Every phase is bounded by ``--requests`` and the whole run by ``--time-limit``.
@@ -40,8 +40,8 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from chunkstore.reserve import ReserveStore  # noqa: E402
 from chunkstore.store.batchstore import Batch  # noqa: E402
-from chunkstore.store.store import ChunkStore  # noqa: E402
 from chunkstore.swarm.cac import make_cac  # noqa: E402
 from chunkstore.swarm.keccak import keccak256  # noqa: E402
 from chunkstore.swarm.signer import Signer  # noqa: E402
@@ -106,7 +106,7 @@ def direct_baseline(n: int) -> dict[str, float]:
     batch_id = keccak256(b"bench-direct", os.urandom(16))
     uploads = make_uploads(n, signer, batch_id)
     with tempfile.TemporaryDirectory(prefix="bench-api-direct-") as d:
-        store = ChunkStore(d)
+        store = ReserveStore(d)
         try:
             store.batches.add(Batch(batch_id, signer.address, DEPTH, BUCKET_DEPTH, False, 10**9, 0))
             t0 = time.perf_counter()

@@ -37,10 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_store import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload  # noqa: E402
 
-from chunkstore.reserve.reserve import ReserveOptions  # noqa: E402
-from chunkstore.reserve.worker import ReserveWorker  # noqa: E402
+from chunkstore.reserve import ReserveOptions, ReserveStore, ReserveWorker  # noqa: E402
 from chunkstore.store.batchstore import Batch  # noqa: E402
-from chunkstore.store.store import ChunkStore  # noqa: E402
 from chunkstore.swarm.cac import make_cac  # noqa: E402
 from chunkstore.swarm.proximity import proximity  # noqa: E402
 from chunkstore.swarm.signer import Signer  # noqa: E402
@@ -72,14 +70,14 @@ def fill(path: str, n: int, shards: int) -> None:
     made = chunks(n)
     batch = Batch(BATCH_ID, Signer(KEY).address, DEPTH, BUCKET_DEPTH, False, 10**15, 0)
     t = time.perf_counter()
-    with ChunkStore(path, shards, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
+    with ReserveStore(path, shards, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
         store.batches.add(batch)
         for lo in range(0, n, 1000):
             store.put_many([(make_cac(payload(i))[1], stamp) for i, (_, stamp) in enumerate(made[lo : lo + 1000], lo)])
     print(f"filled {n} chunks in {time.perf_counter() - t:.1f}s")
 
 
-def latencies(store: ChunkStore, items: list[tuple[bytes, bytes]], until: object = None) -> list[float]:
+def latencies(store: ReserveStore, items: list[tuple[bytes, bytes]], until: object = None) -> list[float]:
     """Put items one by one, timing each; stop early once ``until()`` is true."""
     out = []
     for data, stamp in items:
@@ -110,7 +108,7 @@ def evict(
     is not the eviction rate). Uploads stop at that moment too.
     """
     opts = ReserveOptions(capacity=capacity, min_evict_count=min_evict, evict_step=step, evict_yield=evict_yield)
-    with ChunkStore(path, overlay=OVERLAY, reserve=opts) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=opts) as store:
         before = store.reserve.status()
         worker = ReserveWorker(store.reserve)
         done_at: list[float] = []
@@ -162,7 +160,7 @@ def main() -> None:
         shutil.copytree(base, copy)
 
         print("uploads, no eviction:")
-        with ChunkStore(base, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
+        with ReserveStore(base, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
             quiet = latencies(store, pool[: args.uploads])
         p_quiet = describe("single put", quiet)
 

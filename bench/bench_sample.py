@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_keccak import CALLS_PER_CHUNK, cores, numba_permutation_rate, single_lane_limit  # noqa: E402
 
+from chunkstore.reserve import ReserveStore  # noqa: E402
 from chunkstore.store.batchstore import Batch  # noqa: E402
-from chunkstore.store.store import ChunkStore  # noqa: E402
 from chunkstore.swarm.bmt import accelerated as hashing  # noqa: E402
 from chunkstore.swarm.constants import SAMPLE_SIZE
 from chunkstore.swarm.keccak import keccak256  # noqa: E402
@@ -83,7 +83,7 @@ def build_store(path: Path, n: int, shards: int, soc_fraction: float, seed: int 
     slots: dict[int, int] = {}
     tmp = path.with_suffix(".building")
     shutil.rmtree(tmp, ignore_errors=True)
-    store = ChunkStore(tmp, shards=shards)
+    store = ReserveStore(tmp, shards=shards)
     store.batches.add(batch)
     rows = 512
     buf = np.zeros((rows, 4104), np.uint8)
@@ -146,7 +146,7 @@ class EagerChunk:
     timestamp: int
 
 
-def baseline_sample(store: ChunkStore, anchor: bytes, depth: int, consensus: int) -> tuple[list[SampleItem], int]:
+def baseline_sample(store: ReserveStore, anchor: bytes, depth: int, consensus: int) -> tuple[list[SampleItem], int]:
     """One process, eager ``store.get`` of every chunk, one hash call per chunk, insertion sort."""
     items: list[SampleItem] = []
     batches = {b.id: b for b in store.batches.list()}
@@ -364,7 +364,7 @@ def main() -> int:
     anchor = keccak256(b"bench anchor")
     consensus = BASE_TIME + 10**15
 
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         # Warm the pool (process start, kernel load) on an empty neighbourhood: not part of a sample's cost.
         try:
             reserve_sample(store, anchor, 31, consensus, workers=args.workers)

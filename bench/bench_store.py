@@ -24,9 +24,9 @@ from concurrent.futures import ProcessPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from chunkstore.reserve import ReserveStore  # noqa: E402
 from chunkstore.store.batchstore import Batch  # noqa: E402
 from chunkstore.store.shard import ShardReader  # noqa: E402
-from chunkstore.store.store import ChunkStore  # noqa: E402
 from chunkstore.swarm.cac import make_cac  # noqa: E402
 from chunkstore.swarm.constants import STAMP_SIZE  # noqa: E402
 from chunkstore.swarm.signer import Signer  # noqa: E402
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.dir or tempfile.mkdtemp(prefix="bench_store_")
     print(f"store in {workdir}: {n} chunks of 4104 bytes, {args.shards} shards, python {sys.version.split()[0]}")
     try:
-        with ChunkStore(workdir, args.shards) as store:
+        with ReserveStore(workdir, args.shards) as store:
             owner = Signer(KEY).address
             store.batches.add(Batch(BATCH_ID, owner, DEPTH, BUCKET_DEPTH, False, 10**18, 0))
             single = min(args.single, n)

@@ -129,10 +129,10 @@ def _child_import(args: argparse.Namespace) -> None:
 
 def _child_naive(args: argparse.Namespace) -> None:
     """The baseline: parse the tar with tarfile and put each entry (validated, one durable commit each)."""
-    from chunkstore.store.store import ChunkStore
+    from chunkstore.reserve import ReserveStore
     from chunkstore.transfer.budget import peak_rss_bytes
 
-    with ChunkStore(args.store) as store, tarfile.open(args.source) as tar:
+    with ReserveStore(args.store) as store, tarfile.open(args.source) as tar:
         store.batches.add(_batch())
         n = 0
         t = time.perf_counter()

@@ -24,11 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chunkstore.swarm.constants import BLOCK_TIME, INT64_MAX, UINT64_MAX
-from chunkstore.swarm.errors import SwarmError
 
-
-class InvalidChainState(SwarmError):
-    """A chain state with a missing or out-of-range field."""
+from .errors import InvalidChainState
 
 
 @dataclass(frozen=True)

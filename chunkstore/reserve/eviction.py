@@ -42,25 +42,59 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
-from chunkstore.store.batchstore import Batch, PurgeInterrupted
-from chunkstore.store.errors import UnknownBatch
+from chunkstore.store.batchstore import Batch
+from chunkstore.store.errors import PurgeInterrupted, UnknownBatch
 from chunkstore.store.layout import SLOT_KEY_SIZE, u32
+from chunkstore.store.shard import Shard
+from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.constants import ADDRESS_SIZE, BATCH_ID_SIZE, MAX_PO, PROXIMITY_BINS
 from chunkstore.swarm.proximity import proximity
 
-if TYPE_CHECKING:
-    from .reserve import Reserve
+from .options import ReserveOptions
 
-log = logging.getLogger("chunkstore.reserve.reserve")
+
+class Evictable(Protocol):
+    """What the eviction needs of the reserve it works for (``Reserve`` is one).
+
+    Declared here, so that the reserve imports the eviction and not the other way round.
+    """
+
+    options: ReserveOptions
+    overlay: bytes
+    writes: int  # puts committed by this process
+    writes_seen: int  # ... as of the eviction's last step
+    expired_batches: int
+
+    @property
+    def store(self) -> ChunkStore: ...
+
+    @property
+    def radius(self) -> int: ...
+
+    @property
+    def sweep_radius(self) -> int: ...
+
+    def set_radius(self, radius: int, *, sweep: bool = False) -> None: ...
+
+    def clear_sweep(self, radius: int) -> None: ...
+
+    def over_capacity(self) -> int: ...
+
+    def expired_batch_ids(self) -> list[bytes]: ...
+
+    def count(self, reason: str, n: int) -> None: ...
+
+
+log = logging.getLogger(__name__)
 
 Row = tuple[bytes, bytes, int]  # (chunk address, slot key, shard)
 _BUCKET_AT = BATCH_ID_SIZE  # the slot key is batch id | bucket (4, BE) | position (4, BE)
 
 
-def batches_by_value(reserve: Reserve) -> list[Batch]:
+def batches_by_value(reserve: Evictable) -> list[Batch]:
     return sorted(reserve.store.batches.list(), key=lambda b: (b.value, b.id))
 
 
@@ -88,7 +122,7 @@ def bin_buckets(overlay: bytes, b: int, bucket_depth: int) -> tuple[int, int, bo
     return bucket, bucket + 1, False
 
 
-def read_buckets(shards: list[Any], batch_id: bytes, lo: int, hi: int, limit: int | None) -> tuple[list[Row], int]:
+def read_buckets(shards: Sequence[Shard], batch_id: bytes, lo: int, hi: int, limit: int | None) -> tuple[list[Row], int]:
     """The slots of buckets ``lo..`` of a batch, whole buckets only, about ``limit`` rows per shard.
 
     Returns the rows and the first bucket not read. A bucket is cut only by
@@ -121,7 +155,7 @@ def read_buckets(shards: list[Any], batch_id: bytes, lo: int, hi: int, limit: in
 
 
 def iter_bin(
-    shards: list[Any], batch: Batch, overlay: bytes, b: int, limit: Callable[[], int]
+    shards: Sequence[Shard], batch: Batch, overlay: bytes, b: int, limit: Callable[[], int]
 ) -> Iterator[list[Row]]:
     """A batch's entries at proximity ``b`` to the overlay, in address order, in chunks of whole buckets.
 
@@ -142,7 +176,7 @@ def iter_bin(
 # Evicting.
 
 
-def evict_rows(reserve: Reserve, rows: list[Row], limit: int) -> int:
+def evict_rows(reserve: Evictable, rows: list[Row], limit: int) -> int:
     """Evict the first ``limit`` of ``rows`` that are still there; returns how many were evicted.
 
     One transaction per shard, each under the writer lock on its own: a put
@@ -160,11 +194,11 @@ def evict_rows(reserve: Reserve, rows: list[Row], limit: int) -> int:
     return n
 
 
-def _evict_in_shard(reserve: Reserve, s: int, rows: list[Row]) -> int:
+def _evict_in_shard(reserve: Evictable, s: int, rows: list[Row]) -> int:
     store = reserve.store
     n = 0
-    with store._writing():
-        session = store._session()
+    with store.writing():
+        session = store.session()
         try:
             for addr, key, _ in rows:
                 if session.drop_entry(s, addr, key):
@@ -183,7 +217,7 @@ def _evict_in_shard(reserve: Reserve, s: int, rows: list[Row]) -> int:
 
 
 def evict_batch_bin(
-    reserve: Reserve, batch: Batch, count: float, radius: int, reason: str, stop: Callable[[], bool]
+    reserve: Evictable, batch: Batch, count: float, radius: int, reason: str, stop: Callable[[], bool]
 ) -> int:
     """Evict up to ``count`` entries of ``batch`` at proximity below ``radius``, farthest bin first."""
     step = reserve.options.evict_step
@@ -194,7 +228,7 @@ def evict_batch_bin(
         return int(min(step, count - evicted))
 
     for b in range(min(radius, MAX_PO)):
-        for rows in iter_bin(reserve.store._shards, batch, overlay, b, wanted):
+        for rows in iter_bin(reserve.store.shards, batch, overlay, b, wanted):
             for i in range(0, len(rows), step):
                 if evicted >= count or stop():
                     return evicted
@@ -204,7 +238,7 @@ def evict_batch_bin(
     return evicted
 
 
-def unreserve(reserve: Reserve, stop: Callable[[], bool]) -> int:
+def unreserve(reserve: Evictable, stop: Callable[[], bool]) -> int:
     """Evict until within capacity, raising the radius when a round is not enough; returns entries evicted."""
     total = 0
     while not stop():
@@ -218,7 +252,7 @@ def unreserve(reserve: Reserve, stop: Callable[[], bool]) -> int:
     return total
 
 
-def _unreserve_round(reserve: Reserve, target: int, stop: Callable[[], bool]) -> int:
+def _unreserve_round(reserve: Evictable, target: int, stop: Callable[[], bool]) -> int:
     batches = batches_by_value(reserve)
     if not batches:
         return 0
@@ -243,7 +277,7 @@ def _unreserve_round(reserve: Reserve, target: int, stop: Callable[[], bool]) ->
     return evicted
 
 
-def sweep(reserve: Reserve, stop: Callable[[], bool]) -> int:
+def sweep(reserve: Evictable, stop: Callable[[], bool]) -> int:
     """Evict every entry below a pending sweep radius; clears the marker when done."""
     radius = reserve.sweep_radius
     if radius == 0:
@@ -259,7 +293,7 @@ def sweep(reserve: Reserve, stop: Callable[[], bool]) -> int:
     return evicted
 
 
-def expire_batches(reserve: Reserve, stop: Callable[[], bool]) -> int:
+def expire_batches(reserve: Evictable, stop: Callable[[], bool]) -> int:
     """Remove the batches the chain state says are expired; returns the stamp entries removed."""
     removed = 0
     for batch_id in reserve.expired_batch_ids():

@@ -5,20 +5,19 @@ to its overlay address is at least the storage radius. The store holds:
 
 - the **overlay** (meta info; given when opening, else the stored one, else
   generated once) and, per shard, stamp-entry counts per proximity bin to it
-  (chunkstore/bins.py), so ``size`` and ``size_within_radius`` cost one read
-  per shard;
+  (the store's bin counters, chunkstore/store/bins.py, synced to it here), so
+  ``size`` and ``size_within_radius`` cost one read per shard;
 - the **storage radius** (meta info, default 0): a put of a chunk closer
   than the radius is refused (``OutOfRadius``);
-- the **chain state** (chunkstore/chainstate.py), which expires batches.
+- the **chain state** (chainstate.py), which expires batches.
 
 Sizes count stamp entries (one per chunk and stamp), as the reference node
 counts its reserve. Capacity is ``capacity * 2^doubling`` (2^22 by default);
 the committed depth is ``radius + doubling``.
 
 Keeping the reserve within capacity, expiring batches and sweeping chunks
-left outside a raised radius is chunkstore/eviction.py's work, run in the
-background by chunkstore/reserve_worker.py; ``maintain()`` runs it once in
-the caller's thread.
+left outside a raised radius is eviction.py's work, run in the background by
+worker.py; ``maintain()`` runs it once in the caller's thread.
 """
 
 from __future__ import annotations
@@ -26,80 +25,27 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
+from chunkstore.store import layout
 from chunkstore.store.bins import shard_totals, sync_counters
-from chunkstore.store.layout import INFO_CHAINSTATE, INFO_OVERLAY, INFO_RADIUS, INFO_SWEEP
-from chunkstore.swarm.constants import (
-    ADDRESS_SIZE,
-    MAX_CAPACITY_DOUBLING,
-    MAX_PO,
-    RESERVE_CAPACITY,
-    RESERVE_MIN_EVICT_COUNT,
-)
-from chunkstore.swarm.errors import SwarmError
+from chunkstore.store.policy import AddressCheck
+from chunkstore.store.store import ChunkStore
+from chunkstore.swarm.constants import ADDRESS_SIZE, MAX_PO
 from chunkstore.swarm.proximity import proximity
 
 from . import eviction
 from .chainstate import ChainState, decode_chainstate, encode_chainstate
-
-if TYPE_CHECKING:
-    from chunkstore.store.store import ChunkStore
-
-DEFAULT_EVICT_STEP = 500  # entries per eviction transaction: bounds how long a put may wait for the lock
-DEFAULT_WAKEUP = 1800.0  # seconds between radius checks (the reference's reserve wake-up)
-# Pause of the eviction after a transaction when puts came in meanwhile: a waiting put gets the writer
-# lock and the interpreter lock (a busy Python thread holds the latter up to 5 ms) before the next step.
-DEFAULT_EVICT_YIELD = 0.002
-REASONS = ("capacity", "expiry", "radius")
+from .errors import InvalidReserveOption, OutOfRadius
+from .options import REASONS, ReserveOptions
 
 Stop = Callable[[], bool]
 
-
-class OutOfRadius(SwarmError):
-    """A chunk outside this node's neighbourhood: its proximity to the overlay is below the storage radius."""
-
-    def __init__(self, address: bytes, po: int, radius: int, overlay: bytes) -> None:
-        self.address = bytes(address)
-        self.proximity = po
-        self.radius = radius
-        super().__init__(
-            f"chunk {self.address.hex()} is outside this node's neighbourhood: its proximity {po} to the overlay "
-            f"{overlay.hex()} is below the storage radius {radius}"
-        )
-
-
-class InvalidReserveOption(SwarmError, ValueError):
-    """A reserve option (capacity, doubling, radius) out of range."""
-
-
-@dataclass(frozen=True)
-class ReserveOptions:
-    capacity: int = RESERVE_CAPACITY  # chunks, before doubling
-    doubling: int = 0
-    minimum_radius: int = 0  # the radius never goes below this; raising it sweeps
-    min_evict_count: int = RESERVE_MIN_EVICT_COUNT
-    evict_step: int = DEFAULT_EVICT_STEP
-    wakeup: float = DEFAULT_WAKEUP
-    evict_yield: float = DEFAULT_EVICT_YIELD
-
-    def validate(self) -> None:
-        if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1:
-            raise InvalidReserveOption(f"reserve capacity must be a positive integer, got {self.capacity!r}")
-        if not isinstance(self.doubling, int) or not 0 <= self.doubling <= MAX_CAPACITY_DOUBLING:
-            raise InvalidReserveOption(f"capacity doubling must be in 0..{MAX_CAPACITY_DOUBLING}, got {self.doubling!r}")
-        if not isinstance(self.minimum_radius, int) or not 0 <= self.minimum_radius <= MAX_PO:
-            raise InvalidReserveOption(f"minimum radius must be in 0..{MAX_PO}, got {self.minimum_radius!r}")
-        if self.min_evict_count < 1 or self.evict_step < 1:
-            raise InvalidReserveOption("min_evict_count and evict_step must be at least 1")
-        if not self.wakeup > 0:
-            raise InvalidReserveOption(f"wakeup must be positive, got {self.wakeup!r}")
-        if not self.evict_yield >= 0:
-            raise InvalidReserveOption(f"evict_yield must be >= 0, got {self.evict_yield!r}")
-
-    @property
-    def total_capacity(self) -> int:
-        return self.capacity << self.doubling
+# The reserve's keys in the store's meta info. Optional: a store without them reads as radius 0, no
+# pending sweep, no chain state (and an overlay is generated), so they did not bump the format.
+INFO_OVERLAY = layout.INFO_OVERLAY  # the node's overlay; each shard's bin counters name the one they count against
+INFO_RADIUS = b"radius"  # u8
+INFO_SWEEP = b"sweep"  # u8: a pending sweep evicts below this radius
+INFO_CHAINSTATE = b"chainstate"  # the GET /chainstate JSON
 
 
 @dataclass(frozen=True)
@@ -118,7 +64,12 @@ class ReserveStatus:
 
 
 class Reserve:
-    """The reserve side of one open ``ChunkStore`` (``store.reserve``)."""
+    """The reserve of one open ``ChunkStore``: the store's policy (``store.reserve`` of a ``ReserveStore``).
+
+    It implements ``chunkstore.store.policy.StorePolicy``: the store asks it to
+    admit each write's addresses and tells it of writes, batch changes and
+    closing.
+    """
 
     def __init__(self, store: ChunkStore, overlay: bytes | None, options: ReserveOptions) -> None:
         options.validate()
@@ -142,26 +93,17 @@ class Reserve:
         self.overlay = bytes(overlay or stored or os.urandom(ADDRESS_SIZE))
         if self.overlay != stored:
             self._adopt_overlay(stored)
-        self.recounted = sync_counters(store._shards, self.overlay)
+        self.recounted = sync_counters(store.shards, self.overlay)
         if self.radius < options.minimum_radius:
             self.set_radius(options.minimum_radius, sweep=True)
 
     # Meta info.
 
     def _meta_get(self, key: bytes) -> bytes | None:
-        meta = self._store._meta
-        with meta.env.begin() as txn:
-            raw = txn.get(key, db=meta.info)
-            return None if raw is None else bytes(raw)
+        return self._store.read_info(key)
 
     def _meta_put(self, values: dict[bytes, bytes | None]) -> None:
-        meta = self._store._meta
-        with self._store._writing(), meta.env.begin(write=True) as txn:
-            for key, value in values.items():
-                if value is None:
-                    txn.delete(key, db=meta.info)
-                else:
-                    txn.put(key, value, db=meta.info)
+        self._store.write_info(values)
 
     def _adopt_overlay(self, previous: bytes | None) -> None:
         """Record a new overlay; the chunks it leaves outside the radius are swept."""
@@ -173,15 +115,15 @@ class Reserve:
 
     def set_overlay(self, overlay: bytes) -> list[int]:
         """Switch to another overlay: recount the bins, sweep what falls outside the radius."""
-        self._store._check_writable()
+        self._store.check_writable()
         if len(overlay) != ADDRESS_SIZE:
             raise InvalidReserveOption(f"overlay must be {ADDRESS_SIZE} bytes, got {len(overlay)}")
         overlay = bytes(overlay)
-        with self._store._writing():
+        with self._store.writing():
             previous, self.overlay = self.overlay, overlay
             if overlay != previous:
                 self._adopt_overlay(previous)
-            recounted = sync_counters(self._store._shards, overlay)
+            recounted = sync_counters(self._store.shards, overlay)
         self.wake()
         return recounted
 
@@ -207,10 +149,10 @@ class Reserve:
         as when the capacity eviction raises the radius, chunks already held
         outside stay until capacity needs their room, as in the reference.
         """
-        self._store._check_writable()
+        self._store.check_writable()
         if isinstance(radius, bool) or not isinstance(radius, int) or not 0 <= radius <= MAX_PO:
             raise InvalidReserveOption(f"radius must be in 0..{MAX_PO}, got {radius!r}")
-        with self._store._writing():
+        with self._store.writing():
             marker = self.sweep_radius
             changes: dict[bytes, bytes | None] = {INFO_RADIUS: bytes((radius,))}
             if sweep and radius > marker:
@@ -223,7 +165,7 @@ class Reserve:
 
     def clear_sweep(self, radius: int) -> None:
         """End a sweep to ``radius``, unless a newer one was asked for meanwhile."""
-        with self._store._writing():
+        with self._store.writing():
             if self.sweep_radius == radius:
                 self._meta_put({INFO_SWEEP: None})
 
@@ -232,7 +174,7 @@ class Reserve:
     def status(self) -> ReserveStatus:
         """Sizes from the per-shard counters (one read per shard), radius and capacity."""
         radius = self.radius
-        size, bins = shard_totals(self._store._shards, self.overlay)
+        size, bins = shard_totals(self._store.shards, self.overlay)
         return ReserveStatus(
             overlay=self.overlay,
             radius=radius,
@@ -246,7 +188,7 @@ class Reserve:
     def size(self) -> int:
         """Stamp entries held (LMDB's own counts; no scan)."""
         total = 0
-        for shard in self._store._shards:
+        for shard in self._store.shards:
             with shard.env.begin() as txn:
                 total += txn.stat(shard.stamps)["entries"]
         return total
@@ -264,7 +206,7 @@ class Reserve:
 
     # Admission (called by the store under its writer lock).
 
-    def admission_check(self) -> Callable[[bytes], None] | None:
+    def admission_check(self) -> AddressCheck | None:
         """A check refusing addresses outside the radius, or None when the radius is 0."""
         radius = self.radius
         if radius == 0:
@@ -285,6 +227,10 @@ class Reserve:
             self.over_capacity_triggers += 1
             self._wake()
 
+    def batches_changed(self) -> None:
+        """A batch was added or changed: the worker checks whether the chain state expires it."""
+        self.wake()
+
     # Chain state.
 
     @property
@@ -293,7 +239,7 @@ class Reserve:
 
     def set_chainstate(self, state: ChainState) -> None:
         """Store the chain state (durable when this returns); expired batches go in the background."""
-        self._store._check_writable()
+        self._store.check_writable()
         state.validate()
         self._meta_put({INFO_CHAINSTATE: encode_chainstate(state)})
         self.wake()
@@ -326,7 +272,7 @@ class Reserve:
 
     def maintain(self, stop: Stop | None = None) -> dict[str, int]:
         """Do the pending work once, in this thread: expire batches, finish a sweep, get within capacity."""
-        self._store._check_writable()
+        self._store.check_writable()
         stop = stop or _never
         done = dict.fromkeys(REASONS, 0)
         done["expiry"] = eviction.expire_batches(self, stop)
@@ -352,7 +298,7 @@ class Reserve:
         self.evictions[reason] += n
 
     @property
-    def store(self) -> Any:
+    def store(self) -> ChunkStore:
         return self._store
 
 

@@ -20,7 +20,7 @@ import time
 
 from .reserve import Reserve
 
-log = logging.getLogger("chunkstore.reserve.reserve")
+log = logging.getLogger(__name__)
 
 ERROR_BACKOFF = 5.0  # seconds before retrying after a failed pass
 

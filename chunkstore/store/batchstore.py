@@ -31,10 +31,6 @@ _FIXED = 1 + 1 + ETH_ADDRESS_SIZE + 1 + 1 + 1 + 8  # version, state, owner, dept
 ShouldStop = Callable[[], bool]
 
 
-class PurgeInterrupted(Exception):  # a control-flow signal, not a SwarmError: nothing was wrong
-    """A batch purge stopped part-way on request; the "removing" mark stays for the next open to finish."""
-
-
 @dataclass(frozen=True)
 class Batch:
     """A postage batch: who may stamp (owner) and how many slots (depth, bucket depth)."""
@@ -73,6 +69,22 @@ def _is_int(v: object) -> bool:
 
 def _describe(v: object) -> str:
     return f"{len(v)} bytes" if isinstance(v, bytes | bytearray) else type(v).__name__
+
+
+def update_problem(old: Batch, new: Batch) -> str | None:
+    """Why ``new`` may not replace ``old`` (a top-up or dilution may), or None.
+
+    The owner and bucket depth are fixed at creation and the depth only
+    grows: anything else could turn stored stamps invalid behind the store's
+    back. The one statement of the rule; an import checks its batches file by it too.
+    """
+    if new.owner != old.owner:
+        return f"owner cannot change ({old.owner.hex()} -> {new.owner.hex()})"
+    if new.bucket_depth != old.bucket_depth:
+        return f"bucket depth cannot change ({old.bucket_depth} -> {new.bucket_depth})"
+    if new.depth < old.depth:
+        return f"depth cannot decrease ({old.depth} -> {new.depth})"
+    return None
 
 
 def encode_batch(batch: Batch, state: int = _LIVE) -> bytes:
@@ -189,12 +201,7 @@ class BatchStore:
             self._changed()
 
     def update(self, batch: Batch) -> None:
-        """Replace a batch's record (top-up, dilution).
-
-        The owner and bucket depth are fixed at creation and the depth only
-        grows: anything else could turn stored stamps invalid behind the
-        store's back.
-        """
+        """Replace a batch's record (top-up, dilution), as ``update_problem`` allows."""
         self._check_writable()
         batch.validate()
         with self._write_lock(), self._env.begin(write=True) as txn:
@@ -202,13 +209,9 @@ class BatchStore:
             old = None if raw is None else self._live(batch.id, raw)
             if old is None:
                 raise UnknownBatch(batch.id)
-            where = f"batch {batch.id.hex()}"
-            if batch.owner != old.owner:
-                raise InvalidBatch(f"{where}: owner cannot change ({old.owner.hex()} -> {batch.owner.hex()})")
-            if batch.bucket_depth != old.bucket_depth:
-                raise InvalidBatch(f"{where}: bucket depth cannot change ({old.bucket_depth} -> {batch.bucket_depth})")
-            if batch.depth < old.depth:
-                raise InvalidBatch(f"{where}: depth cannot decrease ({old.depth} -> {batch.depth})")
+            problem = update_problem(old, batch)
+            if problem is not None:
+                raise InvalidBatch(f"batch {batch.id.hex()}: {problem}")
             txn.put(batch.id, encode_batch(batch), db=self._db)
         if self._changed is not None:
             self._changed()

@@ -86,11 +86,16 @@ class StoreReadOnly(SwarmError):
     """A write was attempted on a store opened with ``readonly=True``."""
 
 
+class PurgeInterrupted(Exception):  # a control-flow signal, not a SwarmError: nothing was wrong
+    """A batch purge stopped part-way on request; the "removing" mark stays for the next open to finish."""
+
+
 __all__ = [
     "BatchExists",
     "BufferTooSmall",
     "ChunkNotFound",
     "InvalidBatch",
+    "PurgeInterrupted",
     "StampConflict",
     "StoreCorrupt",
     "StoreFormatError",

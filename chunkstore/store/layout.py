@@ -1,8 +1,9 @@
 """On-disk layout of the chunk store: names, key and value encodings, key ranges.
 
-Everything that fixes a byte on disk lives here, so the format version below
-changes exactly when this file changes meaning. The layout is described for
-humans in chunkstore/README.md.
+Everything of the engine that fixes a byte on disk lives here, so the format
+version below changes exactly when this file changes meaning (the reserve's
+optional keys in the meta info are listed in chunkstore/reserve/reserve.py).
+The layout is described for humans in chunkstore/store/README.md.
 """
 
 from __future__ import annotations
@@ -55,19 +56,17 @@ INFO_FORMAT = b"format"
 INFO_SHARDS = b"shards"
 INFO_SHARD = b"shard"
 INFO_BYTES = b"bytes"
-# Reserve keys. In a shard's info: the overlay its bin counters are relative
-# to, and the counters (stamp entries per proximity bin to that overlay), kept
-# in the same transactions as the entries (chunkstore/bins.py). In the meta
-# info: the node's overlay, storage radius, a pending radius sweep and the
-# chain state (chunkstore/reserve.py, chainstate.py). They are derived or
-# optional state: a store without them (written before they existed) opens
-# as one with overlay unset, radius 0 and no chain state, and its counters are
-# recounted by the first writable open, so the format version stays 1.
+# Bin counters, in a shard's info: the overlay they count proximity against
+# and the counters themselves (stamp entries per proximity bin), kept in the
+# same transactions as the entries (bins.py). The meta info names the node's
+# overlay under the same key. Derived state: a store without them (written
+# before they existed) has its counters counted by the first open that names
+# an overlay, so they did not bump the format version.
 INFO_OVERLAY = b"overlay"
 INFO_BINS = b"bins"
-INFO_RADIUS = b"radius"
-INFO_SWEEP = b"sweep"
-INFO_CHAINSTATE = b"chainstate"
+# The meta info also holds keys of the layers above, optional in the same way
+# (chunkstore/reserve/reserve.py: radius, sweep, chainstate); the store reads
+# and writes them only for those layers (``ChunkStore.read_info``/``write_info``).
 
 SLOT_KEY_SIZE = BATCH_ID_SIZE + STAMP_INDEX_SIZE  # 40
 STAMP_KEY_SIZE = ADDRESS_SIZE + SLOT_KEY_SIZE  # 72

@@ -3,9 +3,10 @@
 Chunks are spread over N shard environments by their last address byte; in
 each shard keys are in address order, so a neighbourhood (an address prefix)
 is one key range per shard. Batches live in a separate meta environment. See
-chunkstore/README.md for the on-disk layout and the crash-safety argument.
-``store.reserve`` (chunkstore/reserve.py) is the node's view of it: overlay,
-storage radius, capacity, sizes, chain state and eviction.
+chunkstore/store/README.md for the on-disk layout and the crash-safety
+argument. A policy may be registered at open (``policy=``, see policy.py):
+the reserve is one, and ``chunkstore.reserve.ReserveStore`` is this store
+with it.
 
 Reads never lock; every change takes the writer lock (threads and processes).
 """
@@ -18,16 +19,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 
-from chunkstore.reserve.reserve import Reserve, ReserveOptions
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.stamp import Stamp
 
 from .admission import Admitted, StampLike, admit
-from .batchstore import Batch, BatchStore, PurgeInterrupted, ShouldStop, decode_batch
-from .errors import StoreFormatError, StoreReadOnly, UnknownBatch
+from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
+from .errors import PurgeInterrupted, StoreFormatError, StoreReadOnly, UnknownBatch
 from .files import MetaEnv, open_meta
 from .layout import DEFAULT_MAP_SIZE, DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
+from .policy import OpenPolicy, PolicyFactory, StorePolicy
 from .recovery import recover
 from .shard import Buffer, Entry, Shard
 from .writelock import WriterLock
@@ -52,9 +53,8 @@ class ChunkStore:
 
     ``shards`` fixes the shard count of a new store (default 4); for an
     existing store it must be None or match. ``map_size`` is the LMDB map size
-    of each environment (address space, not disk). ``overlay`` is the node's
-    overlay address (default: the stored one, else generated and stored);
-    ``reserve`` sets capacity and eviction (``ReserveOptions``).
+    of each environment (address space, not disk). ``policy`` builds the
+    policy that takes part in writes (admission, wake-ups); none admits all.
     """
 
     def __init__(
@@ -64,8 +64,7 @@ class ChunkStore:
         *,
         readonly: bool = False,
         map_size: int = DEFAULT_MAP_SIZE,
-        overlay: bytes | None = None,
-        reserve: ReserveOptions | None = None,
+        policy: PolicyFactory | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
@@ -73,6 +72,7 @@ class ChunkStore:
         self._lock: WriterLock | None = None
         self._meta: MetaEnv | None = None
         self._shards: list[Shard] = []
+        self._policy: StorePolicy = OpenPolicy()
         # Pending slot records already settled, per shard, deleted by the next write there.
         self._settled: dict[int, set[bytes]] = {}
         try:
@@ -92,12 +92,14 @@ class ChunkStore:
                     self._meta.env,
                     self._meta.batches,
                     readonly=readonly,
-                    write_lock=self._writing,
+                    write_lock=self.writing,
                     purge=self._purge_batch,
-                    changed=lambda: self.reserve.wake(),
+                    changed=lambda: self._policy.batches_changed(),
                 )
-                # Before recovery, so that its writes keep the bin counters too.
-                self.reserve = Reserve(self, overlay, reserve or ReserveOptions())
+                # Before recovery, so that what the policy sets up (the reserve syncs the bin
+                # counters to its overlay) holds for recovery's writes too.
+                if policy is not None:
+                    self._policy = policy(self)
                 self.recovered = {} if readonly else recover(self._shards, self.batches)
         except BaseException:
             self.close()
@@ -117,9 +119,7 @@ class ChunkStore:
             return
         self._closed = True
         try:
-            reserve: Reserve | None = getattr(self, "reserve", None)
-            if reserve is not None:
-                reserve.close()  # a background eviction must end before the environments do
+            self._policy.close()  # a background eviction must end before the environments do
             if self._settled and self._lock is not None and self._shards:
                 self._flush_settled()
         finally:
@@ -137,8 +137,8 @@ class ChunkStore:
         self.close()
 
     def _flush_settled(self) -> None:
-        with self._writing():
-            session = self._session()
+        with self.writing():
+            session = self.session()
             for s in list(self._settled):
                 session.write(s)  # opening the transaction deletes the settled records
             session.commit()
@@ -151,6 +151,40 @@ class ChunkStore:
     def shard(self, index: int) -> Shard:
         """The shard object (read side) of shard ``index``."""
         return self._shards[index]
+
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        """Every shard's read side, in index order."""
+        return tuple(self._shards)
+
+    @property
+    def meta(self) -> MetaEnv:
+        """The meta environment: store-wide info and the batch records."""
+        assert self._meta is not None, "the store is closed"
+        return self._meta
+
+    @property
+    def policy(self) -> StorePolicy:
+        return self._policy
+
+    # Store-wide info: also keys of the layers above (the reserve's radius, sweep, chain state).
+
+    def read_info(self, key: bytes) -> bytes | None:
+        """A value of the meta env's info database (one read transaction)."""
+        meta = self.meta
+        with meta.env.begin() as txn:
+            raw = txn.get(key, db=meta.info)
+            return None if raw is None else bytes(raw)
+
+    def write_info(self, values: dict[bytes, bytes | None]) -> None:
+        """Set (or, for None, delete) info keys in one durable transaction, under the writer lock."""
+        meta = self.meta
+        with self.writing(), meta.env.begin(write=True) as txn:
+            for key, value in values.items():
+                if value is None:
+                    txn.delete(key, db=meta.info)
+                else:
+                    txn.put(key, value, db=meta.info)
 
     def _shard_for(self, address: bytes) -> Shard:
         if len(address) != ADDRESS_SIZE:
@@ -216,7 +250,7 @@ class ChunkStore:
         CAC or SOC at it. Raises ``InvalidChunk``, ``InvalidStamp`` (and its
         ``UnknownBatch``), or ``StampConflict``; on any error nothing changes.
         """
-        self._check_writable()
+        self.check_writable()
         return self._store([admit(data, stamp, self._lookup, address)])[0]
 
     def put_many(self, items: Iterable[tuple[bytes, StampLike]]) -> list[PutResult]:
@@ -226,7 +260,7 @@ class ChunkStore:
         exception's notes) aborts the whole call with nothing written. One
         commit per shard touched.
         """
-        self._check_writable()
+        self.check_writable()
         admitted = []
         for i, (data, stamp) in enumerate(items):
             try:
@@ -238,10 +272,10 @@ class ChunkStore:
 
     def delete(self, address: bytes) -> bool:
         """Remove a chunk with all its stamps (freeing their slots); False if it was absent."""
-        self._check_writable()
+        self.check_writable()
         self._shard_for(address)
-        with self._writing():
-            session = self._session()
+        with self.writing():
+            session = self.session()
             try:
                 found = session.delete_chunk(bytes(address))
                 session.commit()
@@ -251,16 +285,16 @@ class ChunkStore:
         return found
 
     def _store(self, admitted: list[Admitted]) -> list[PutResult]:
-        with self._writing():
+        with self.writing():
             admitted = [self._recheck(item) for item in admitted]
-            in_radius = self.reserve.admission_check()
-            session = self._session()
+            admissible = self._policy.admission_check()
+            session = self.session()
             results = []
             try:
                 for i, item in enumerate(admitted):
                     try:
-                        if in_radius is not None:
-                            in_radius(item.address)
+                        if admissible is not None:
+                            admissible(item.address)
                         results.append(PutResult(item.address, item.chunk_type, session.apply(item)))
                     except Exception as exc:
                         if len(admitted) > 1:
@@ -270,7 +304,7 @@ class ChunkStore:
             except BaseException:
                 session.abort()
                 raise
-        self.reserve.after_write()
+        self._policy.after_write()
         return results
 
     def _lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
@@ -294,8 +328,8 @@ class ChunkStore:
                 if should_stop is not None and should_stop():
                     raise PurgeInterrupted(batch_id.hex())
                 # The lock per step, not per purge: puts wait at most one step.
-                with self._writing():
-                    session = self._session()
+                with self.writing():
+                    session = self.session()
                     try:
                         n = session.purge_batch_part(s, batch_id, PURGE_STEP)
                         session.commit()
@@ -307,18 +341,20 @@ class ChunkStore:
                     break
         return removed
 
-    def _session(self) -> WriteSession:
+    def session(self) -> WriteSession:
+        """A write session on the shards; the caller holds ``writing()`` and commits or aborts it."""
         return WriteSession(self._shards, self._settled)
 
-    def _writing(self) -> WriterLock:
-        self._check_writable()
+    def writing(self) -> WriterLock:
+        """The writer lock (threads and processes), to hold around a change."""
+        self.check_writable()
         assert self._lock is not None
         return self._lock
 
     def _locked_if_writable(self) -> WriterLock | _NoLock:
         return self._lock if self._lock is not None else _NoLock()
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
         if self.readonly:
             raise StoreReadOnly(f"{self.path}: store opened read-only")
 

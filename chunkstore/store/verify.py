@@ -16,8 +16,6 @@ that sit in the wrong shard, chunks left without a stamp.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -25,15 +23,15 @@ from dataclasses import dataclass, field
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidStamp
 from chunkstore.swarm.stamp import Stamp, validate_stamp
-from chunkstore.transfer.progress import bar
 
 from .admission import classify
 from .batchstore import Batch, decode_batch
 from .bins import count_bins, read_counters, write_counters
-from .errors import StoreCorrupt, SwarmError
+from .errors import StoreCorrupt
 from .layout import (
     HEAD_SIZE,
     INFO_BYTES,
+    INFO_OVERLAY,
     SLOT_KEY_SIZE,
     STAMP_KEY_SIZE,
     STAMP_VALUE_SIZE,
@@ -42,6 +40,7 @@ from .layout import (
     slot_value,
     u64,
 )
+from .policy import PolicyFactory
 from .shard import Shard, iter_prefix, txn_load
 from .store import ChunkStore
 from .writes import WriteSession
@@ -86,13 +85,20 @@ class VerifyReport:
         return line + (f"; repaired {self.repaired}" if self.repaired else "")
 
 
-def verify_store(path: str, repair: bool = False, progress: Callable[[int], object] | None = None) -> VerifyReport:
+def verify_store(
+    path: str,
+    repair: bool = False,
+    progress: Callable[[int], object] | None = None,
+    policy: PolicyFactory | None = None,
+) -> VerifyReport:
     """Check the store at ``path``; with ``repair`` also fix what was found.
 
     ``progress``, if given, is called with 1 for each chunk checked (a progress bar's ``update``).
+    ``policy`` is registered when the store is opened (for a repair: the node's reserve, so that the
+    open settles its bin counters as the node's would).
     """
-    with ChunkStore(path, readonly=not repair) as store:
-        lock = store._writing() if repair else nullcontext()
+    with ChunkStore(path, readonly=not repair, policy=policy) as store:
+        lock = store.writing() if repair else nullcontext()
         with lock:
             report = VerifyReport(path)
             batches = _load_batches(store, report)
@@ -106,7 +112,7 @@ def verify_store(path: str, repair: bool = False, progress: Callable[[int], obje
 def _load_batches(store: ChunkStore, report: VerifyReport) -> dict[bytes, Batch | None]:
     """Known batches by id; None marks one whose removal is still under way."""
     out: dict[bytes, Batch | None] = {}
-    meta = store._meta
+    meta = store.meta
     with meta.env.begin() as txn:
         for key, raw in txn.cursor(db=meta.batches).iternext():
             try:
@@ -121,8 +127,8 @@ def _load_batches(store: ChunkStore, report: VerifyReport) -> dict[bytes, Batch 
 
 def _delete_batch(store: ChunkStore, key: bytes) -> Fix:
     def fix(_: WriteSession) -> None:
-        with store._meta.env.begin(write=True) as txn:
-            txn.delete(key, db=store._meta.batches)
+        with store.meta.env.begin(write=True) as txn:
+            txn.delete(key, db=store.meta.batches)
 
     return fix
 
@@ -360,7 +366,7 @@ def _resolve(key: bytes) -> Fix:
 
 
 def _repair(store: ChunkStore, report: VerifyReport) -> None:
-    session = store._session()
+    session = store.session()
     try:
         # Moves first (they can end other problems), slot contests last (after bad claims are gone).
         order = {"wrong-shard": 0, "duplicate-slot": 2}
@@ -394,37 +400,18 @@ def _recount_bytes(store: ChunkStore, session: WriteSession) -> None:
 
 
 def _recount_bins(store: ChunkStore, session: WriteSession) -> None:
-    """Set each shard's per-bin counters to what its entries hold, for the store's overlay."""
-    overlay = store.reserve.overlay
+    """Set each shard's per-bin counters to what its entries hold.
+
+    They count against the node's overlay as the meta info names it, else
+    against the one a shard's counters name; a store that names none keeps
+    none (the first open that names an overlay counts them).
+    """
+    named = store.read_info(INFO_OVERLAY)
+    overlay = named if named is not None and len(named) == ADDRESS_SIZE else None
     for s in range(store.shard_count):
         shard = store.shard(s)
         txn = session.write(s)
-        write_counters(txn, shard, overlay, count_bins(txn, shard, overlay))
+        target = overlay or read_counters(txn, shard)[0]
+        if target is not None:
+            write_counters(txn, shard, target, count_bins(txn, shard, target))
         session.bin_delta.pop(s, None)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``chunkstore verify --data-dir DIR [--repair]``: exit 0 when clean, 1 on any corruption."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["verify"]:
-        args = args[1:]
-    parser = argparse.ArgumentParser(prog="chunkstore verify", description="Check (and optionally repair) a chunk store.")
-    parser.add_argument("--data-dir", required=True, help="the store directory")
-    parser.add_argument("--repair", action="store_true", help="remove dangling and invalid entries found")
-    opts = parser.parse_args(args)
-    try:
-        with ChunkStore(opts.data_dir, readonly=True) as store:
-            total = store.chunk_count()
-        with bar("verifying", total) as pbar:  # drawn only when stderr is a terminal
-            report = verify_store(opts.data_dir, repair=opts.repair, progress=pbar.update)
-    except SwarmError as exc:
-        print(f"chunkstore verify: {exc}", file=sys.stderr)
-        return 2
-    for problem in report.problems:
-        print(problem)
-    print(report.summary())
-    return 0 if report.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -87,16 +87,20 @@ def _batch(obj: Any, where: str) -> Batch:
     return batch
 
 
-def render_batch(batch: Batch) -> dict[str, Any]:
-    return {
+def render_batch(batch: Batch, ttl: int | None = None) -> dict[str, Any]:
+    """A batch in the reference node's JSON shape and key order (``GET /batches``; ``batchTTL`` when given)."""
+    body: dict[str, Any] = {
         "batchID": batch.id.hex(),
+        "value": str(batch.value),
+        "start": batch.start,
         "owner": batch.owner.hex(),
         "depth": batch.depth,
         "bucketDepth": batch.bucket_depth,
         "immutable": batch.immutable,
-        "value": str(batch.value),
-        "start": batch.start,
     }
+    if ttl is not None:
+        body["batchTTL"] = ttl
+    return body
 
 
 def dump_batches(batches: list[Batch]) -> str:

@@ -44,6 +44,7 @@ from typing import Any
 import lmdb
 import numpy as np
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.admission import Admitted
 from chunkstore.store.errors import StampConflict
 from chunkstore.store.layout import HEAD_SIZE
@@ -90,11 +91,10 @@ def _proximities(overlay: bytes, addresses: np.ndarray) -> np.ndarray:
     return np.minimum(lead, MAX_PO)
 
 
-def _radius(store: ChunkStore) -> tuple[bytes, int] | None:
-    reserve = getattr(store, "reserve", None)
-    if reserve is None or not reserve.radius:
-        return None
-    return reserve.overlay, reserve.radius
+def _radius(store: ReserveStore) -> tuple[bytes, int] | None:
+    """The overlay and storage radius records must keep to, as ``put`` does; None at radius 0."""
+    radius = store.reserve.radius
+    return None if not radius else (store.reserve.overlay, radius)
 
 
 def _conflict(slot: bytes, holder: bytes, held_ts: int, offered_ts: int) -> StampConflict:
@@ -103,7 +103,7 @@ def _conflict(slot: bytes, holder: bytes, held_ts: int, offered_ts: int) -> Stam
 
 
 def plan(
-    store: ChunkStore,
+    store: ReserveStore,
     runs: list[Run],
     status: np.ndarray,
     report: LoadReport,
@@ -164,7 +164,7 @@ class _Planner:
         repeated_socs: set[bytes] | frozenset[bytes],
     ) -> None:
         self.store = store
-        self.session = store._session()  # read transactions only; aborted when planning ends
+        self.session = store.session()  # read transactions only; aborted when planning ends
         self.status = status
         self.report = report
         self.describe = describe
@@ -300,7 +300,7 @@ def apply_slow(
                 for i, o, off, length in zip(pick.tolist(), ords, offs, lens, strict=True):
                     todo.append((o, r, off, length, raw[i].tobytes()))
         todo.sort()
-    session = store._session()
+    session = store.session()
     pending = 0
     try:
         for o, r, off, length, row in todo:
@@ -327,7 +327,7 @@ def apply_slow(
             if commit_bytes is not None and pending >= commit_bytes:
                 before_commit()
                 session.commit()
-                session = store._session()
+                session = store.session()
                 pending = 0
         before_commit()
         session.commit()
@@ -358,7 +358,7 @@ class _ShardAppender:
         self._begin()
 
     def _begin(self) -> None:
-        self.session = self.store._session()
+        self.session = self.store.session()
         self.txn = self.session.write(self.s)
         self.chunks_last = _last_key(self.txn, self.shard.chunks)
         self.tails_last = _last_key(self.txn, self.shard.tails)

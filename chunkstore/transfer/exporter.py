@@ -17,7 +17,6 @@ writers go on meanwhile.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
@@ -35,7 +34,6 @@ import zstandard
 from chunkstore.store.layout import HEAD_SIZE
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.constants import ADDRESS_SIZE, STAMP_SIZE
-from chunkstore.swarm.errors import SwarmError
 
 from . import snapformat as snap
 from . import tarformat as tarf
@@ -275,45 +273,3 @@ def _open_out(destination: str | os.PathLike | BinaryIO) -> Iterator[tuple[Binar
                 os.unlink(tmp)
         return
     yield destination, getattr(destination, "name", "stream")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``chunkstore export``: exit 0 on success, 2 on errors."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["export"]:
-        args = args[1:]
-    parser = argparse.ArgumentParser(
-        prog="chunkstore export",
-        description="Write the reserve as the reference node's 'bee db export reserve' tar, or as a snapshot.",
-    )
-    parser.add_argument("destination", metavar="FILE|-", help="the file to write, or - for standard output")
-    parser.add_argument("--data-dir", required=True, help="the store directory")
-    parser.add_argument("--format", choices=("tar", "snapshot"), default="tar")
-    parser.add_argument("--batches", metavar="OUT.json", help="also write the store's batches (for import --batches)")
-    parser.add_argument("--frame-size", type=int, default=DEFAULT_FRAME // 1024, metavar="KiB",
-                        help=f"snapshot: decoded bytes per frame (default {DEFAULT_FRAME // 1024})")
-    parser.add_argument("--level", type=int, default=DEFAULT_LEVEL, help="snapshot: zstd level")
-    parser.add_argument("--threads", type=int, default=None, help="snapshot: compression threads")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bar (default: when stderr is a terminal)")
-    opts = parser.parse_args(args)
-    try:
-        report = export_reserve(
-            opts.data_dir,
-            opts.destination,
-            fmt=opts.format,
-            batches_out=opts.batches,
-            frame_size=opts.frame_size * 1024,
-            level=opts.level,
-            threads=opts.threads,
-            show_progress=opts.progress,
-        )
-    except (SwarmError, OSError) as exc:
-        print(f"chunkstore export: {exc}", file=sys.stderr)
-        return 2
-    print(report.summary(), file=sys.stderr if opts.destination == "-" else sys.stdout)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

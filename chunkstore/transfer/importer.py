@@ -31,7 +31,6 @@ it. A failed import never publishes anything.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -44,17 +43,16 @@ from typing import BinaryIO
 
 import numpy as np
 
-from chunkstore.store.batchstore import Batch, encode_batch
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.batchstore import Batch, encode_batch, update_problem
 from chunkstore.store.layout import DEFAULT_SHARDS, META_DIR
 from chunkstore.store.store import ChunkStore
-from chunkstore.swarm.errors import SwarmError
 
 from . import snapformat as snap
-from .batchfile import load_batches
 from .budget import TAR_SHAPE, MiB, Sizes, peak_rss_bytes, plan_sizes, rss_bytes, snapshot_shape
 from .bufferpool import SharedRing
 from .bulkload import WRITE, Describe, LoadReport, apply_slow, plan, publish
-from .errors import ImportRefused, TransferError
+from .errors import ImportRefused
 from .fastcheck import BatchTable
 from .progress import bar
 from .readers import Collector, PrefixedStream, read_snapshot, read_snapshot_header, read_tar
@@ -149,7 +147,7 @@ def import_reserve(
                 report.runs = len(collector.runs)
                 report.read_seconds = time.perf_counter() - t0
                 t1 = time.perf_counter()
-                with ChunkStore(path, shard_count) as store:
+                with ReserveStore(path, shard_count) as store:
                     _publish(store, collector.runs, report, table, seen, batches or [], describe, sizes,
                              skip_conflicts, collector.repeated_socs(), show_progress)
                 report.publish_seconds = time.perf_counter() - t1
@@ -222,7 +220,7 @@ def _tar_entry(ordinal: int, address: bytes) -> str:
 
 
 def _publish(
-    store: ChunkStore,
+    store: ReserveStore,
     runs: list[Run],
     report: ImportReport,
     table: BatchTable,
@@ -241,7 +239,7 @@ def _publish(
     # commit's share per shard, so that all shards together stay inside the publish budget.
     commit_bytes = sizes.commit_bytes(store.shard_count)
     chunks_before = store.chunk_count()
-    with store._writing():
+    with store.writing():
         for batch_id, raw in seen.items():
             if store.batches.raw(batch_id) != raw:
                 raise ImportRefused(
@@ -262,9 +260,7 @@ def _publish(
         with bar("publishing", int((status == WRITE).sum()), show=show_progress) as pbar:
             publish(store, runs, status, load, commit_bytes=commit_bytes, window=window, progress=pbar.update)
     load.chunks = store.chunk_count() - chunks_before
-    reserve = getattr(store, "reserve", None)
-    if reserve is not None:
-        reserve.after_write()  # wakes the eviction if the import took the reserve over capacity
+    store.reserve.after_write()  # wakes the eviction if the import took the reserve over capacity
 
 
 def _batch_table(
@@ -285,13 +281,9 @@ def _batch_table(
         old = store.batches.find(b.id) if store is not None else None
         if raw is not None and old is None:
             raise ImportRefused(f"{where} is being removed from the store; import again when that is done")
-        if old is not None:
-            if b.owner != old.owner:
-                raise ImportRefused(f"{where}: its owner cannot change ({old.owner.hex()} -> {b.owner.hex()})")
-            if b.bucket_depth != old.bucket_depth:
-                raise ImportRefused(f"{where}: its bucket depth cannot change ({old.bucket_depth} -> {b.bucket_depth})")
-            if b.depth < old.depth:
-                raise ImportRefused(f"{where}: its depth cannot decrease ({old.depth} -> {b.depth})")
+        problem = None if old is None else update_problem(old, b)
+        if problem is not None:
+            raise ImportRefused(f"{where}: {problem}")
         entries[b.id] = (b, encode_batch(b))
         seen[b.id] = raw
     return BatchTable(entries), seen
@@ -362,58 +354,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``chunkstore import``: exit 0 on success, 1 if the input was refused (store unchanged), 2 on usage errors."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["import"]:
-        args = args[1:]
-    parser = argparse.ArgumentParser(
-        prog="chunkstore import",
-        description="Load a reserve: the reference node's 'bee db export reserve' tar, or a snapshot "
-        "written by 'chunkstore export --format snapshot' (told apart by its first bytes).",
-    )
-    parser.add_argument("source", metavar="FILE|-", help="the file to import, or - for standard input")
-    parser.add_argument("--data-dir", required=True, help="the store directory (created if missing)")
-    parser.add_argument("--batches", metavar="FILE.json", help="register these batches (POST /batches shape) in the same run")
-    parser.add_argument("--workers", type=int, default=None, help="validation processes (default: one per core; 0: in this process)")
-    parser.add_argument("--memory-budget", type=int, default=DEFAULT_BUDGET // MiB, metavar="MiB",
-                        help=f"bound on this process's memory (default {DEFAULT_BUDGET // MiB})")
-    parser.add_argument("--skip-conflicts", action="store_true",
-                        help="leave out (and list) records whose slot is held under an equal or newer stamp, "
-                        "instead of refusing the whole import")
-    parser.add_argument("--shards", type=int, default=None, help="shard count of a new store")
-    parser.add_argument("--staging-dir", default=None, help=f"where to stage runs (default DIR/{STAGING})")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="progress bars (default: when stderr is a terminal)")
-    opts = parser.parse_args(args)
-    try:
-        file_batches = load_batches(opts.batches) if opts.batches else []
-        report = import_reserve(
-            opts.data_dir,
-            opts.source,
-            batches=file_batches,
-            workers=opts.workers,
-            memory_budget=opts.memory_budget * MiB,
-            skip_conflicts=opts.skip_conflicts,
-            shards=opts.shards,
-            staging_dir=opts.staging_dir,
-            show_progress=opts.progress,
-        )
-    except TransferError as exc:
-        print(f"chunkstore import: {exc}", file=sys.stderr)
-        return 1
-    except (SwarmError, OSError, ValueError) as exc:
-        print(f"chunkstore import: {exc}", file=sys.stderr)
-        return 2
-    for warning in report.warnings:
-        print(f"chunkstore import: warning: {warning}", file=sys.stderr)
-    for refusal in report.load.refusals:
-        print(f"refused: {refusal}", file=sys.stderr)
-    print(report.summary())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.postage import StampIssuer
@@ -89,11 +89,15 @@ class SimpleStats:
 
 @dataclass
 class SimpleResult:
+    """What the daemon reads of a sample (the sampler's SampleResult has the same fields)."""
+
     items: list[SimpleItem]
     stats: SimpleStats
+    storage_radius: int = 0
+    hash_backend: str = ""  # "": the daemon reports the backend in use
 
 
-def simple_sample(store: ChunkStore, anchor: bytes, depth: int, consensus_time: int) -> SimpleResult:
+def simple_sample(store: ReserveStore, anchor: bytes, depth: int, consensus_time: int) -> SimpleResult:
     """A one-process sample over the store's index, straight from SPEC.md (first valid stamp wins)."""
     from sampler.errors import InsufficientSample
     from sampler.items import transformed_address
@@ -114,5 +118,5 @@ def simple_sample(store: ChunkStore, anchor: bytes, depth: int, consensus_time: 
     return SimpleResult(items[:16], SimpleStats(len(addresses), 1, time.perf_counter() - t0))
 
 
-def open_store(path: Path) -> ChunkStore:
-    return ChunkStore(path / "store")
+def open_store(path: Path) -> ReserveStore:
+    return ReserveStore(path / "store")

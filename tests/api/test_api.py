@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import make_app
 from api.config import Config
-from chunkstore.store.store import ChunkStore
+from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
@@ -37,12 +37,12 @@ _STORES = itertools.count()
 
 
 def build(
-    tmp_path: Path, store: ChunkStore | None = None, sample_fn=None, own: bool | None = None, **cfg
-) -> tuple[web.Application, ChunkStore]:
+    tmp_path: Path, store: ReserveStore | None = None, sample_fn=None, own: bool | None = None, **cfg
+) -> tuple[web.Application, ReserveStore]:
     """An app over ``store`` (default: a new real store under ``tmp_path``); ``own``: close it with the app."""
     own = store is None if own is None else own
     if store is None:
-        store = ChunkStore(tmp_path / f"store-{next(_STORES)}")
+        store = ReserveStore(tmp_path / f"store-{next(_STORES)}")
 
     async def default_sample(anchor: bytes, depth: int, ct: int):
         return await asyncio.get_running_loop().run_in_executor(None, simple_sample, store, anchor, depth, ct)
@@ -605,5 +605,5 @@ async def test_concurrent_uploads_are_grouped_and_a_bad_one_fails_alone(env):
     assert not store.has(addr_bad)
     from api.state import STATE
 
-    queue = client.server.app[STATE].extras["puts"]
+    queue = client.server.app[STATE].puts
     assert queue.groups < len(reqs)  # at least some uploads shared a commit

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from api.app import make_app
 from api.config import Config
-from chunkstore.store.store import ChunkStore
+from chunkstore.reserve import ReserveStore
 from tests.api.helpers import Uploader, simple_sample
 from tests.api.test_api import fake_remote
 
@@ -156,7 +156,7 @@ def requests(draw):
 def fuzz_env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
     loop = asyncio.new_event_loop()
-    store = ChunkStore(tmp / "store")
+    store = ReserveStore(tmp / "store")
     store.batches.add(UP.batch())
     for _ in range(20):
         addr, data, stamp = UP.cac(os.urandom(32))
@@ -175,7 +175,7 @@ def fuzz_env(tmp_path_factory):
     loop.close()
 
 
-def _snapshot(store: ChunkStore) -> tuple:
+def _snapshot(store: ReserveStore) -> tuple:
     s = store.stats()
     return s["chunks"], s["stamps"], s["bytes"], tuple((b.id, b.value, b.depth) for b in store.batches.list())
 

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 import tests.sampler.textbook as textbook
 from api.routes_rchash import full_reserve_estimate
 from api.state import STATE
-from chunkstore.store.store import ChunkStore
+from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.keccak import keccak256
 from tests.api.helpers import Uploader, simple_sample
 from tests.api.test_api import build, expect_error
@@ -23,8 +23,8 @@ PROOF_KEYS = [
 ]
 
 
-def filled_store(tmp_path, n_cac: int = 40, n_soc: int = 10) -> tuple[ChunkStore, Uploader]:
-    store = ChunkStore(tmp_path / "filled")
+def filled_store(tmp_path, n_cac: int = 40, n_soc: int = 10) -> tuple[ReserveStore, Uploader]:
+    store = ReserveStore(tmp_path / "filled")
     up = Uploader(seed=b"rchash")
     store.batches.add(up.batch())
     for i in range(n_cac):
@@ -37,7 +37,7 @@ def filled_store(tmp_path, n_cac: int = 40, n_soc: int = 10) -> tuple[ChunkStore
     return store, up
 
 
-def expected_hash(store: ChunkStore, anchor: bytes, depth: int) -> bytes:
+def expected_hash(store: ReserveStore, anchor: bytes, depth: int) -> bytes:
     """The sample hash by SPEC.md's rule, with the tests' textbook primitives (one stamp per chunk here)."""
     pairs = []
     for addr, ctype, _, _ in store.iter_neighbourhood(b"", 0):
@@ -142,7 +142,7 @@ async def test_rchash_bad_params(tmp_path, path, field, pattern):
         r = await client.get(path)
         body = await expect_error(r, 400, pattern)
         assert body["reasons"][0]["field"] == field
-        assert app[STATE].extras["sampler"].runs == 0
+        assert app[STATE].sampler.runs == 0
 
 
 async def test_rchash_insufficient_sample_names_the_count(tmp_path):
@@ -168,7 +168,7 @@ async def test_rchash_consensus_time_filters(tmp_path):
         assert r.status == 200
 
 
-def slow_sampler(store: ChunkStore, delay: float, calls: list):
+def slow_sampler(store: ReserveStore, delay: float, calls: list):
     async def run(anchor: bytes, depth: int, ct: int):
         calls.append((anchor, depth, ct))
         await asyncio.sleep(delay)

@@ -16,8 +16,8 @@ import aiohttp
 import lmdb
 import pytest
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.layout import DB_INFO, FORMAT_VERSION, INFO_FORMAT, META_DIR, u32
-from chunkstore.store.store import ChunkStore
 from tests.api.helpers import Uploader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 90) -> Daemon:
-        cmd = [sys.executable, "-m", "api.server", "--port", "0", "--log-format", "json", *self.args]
+        cmd = [sys.executable, "-m", "api.cli", "serve", "--port", "0", "--log-format", "json", *self.args]
         if "--data-dir" not in self.args:
             cmd += ["--data-dir", str(self.data_dir)]
         self.proc = subprocess.Popen(
@@ -209,7 +209,7 @@ async def test_sigterm_drains_an_in_flight_upload(tmp_path, daemons):
         status, body = await task
         assert status == 201 and body["reference"] == addr.hex()
     assert await asyncio.get_running_loop().run_in_executor(None, d.wait, 60) == 0
-    with ChunkStore(tmp_path / "data") as store:
+    with ReserveStore(tmp_path / "data") as store:
         assert store.get(addr) == data
 
 
@@ -256,7 +256,7 @@ def check_acked(data_dir: Path, acked: dict[bytes, bytes]) -> None:
 
     report = verify_store(str(data_dir))
     assert report.ok, report.summary()
-    with ChunkStore(data_dir) as store:
+    with ReserveStore(data_dir) as store:
         missing = [a.hex() for a, body in acked.items() if not store.has(a) or store.get(a) != body]
     assert not missing, f"{len(missing)} acknowledged chunk(s) lost, e.g. {missing[:3]}"
 
@@ -331,13 +331,13 @@ async def test_env_vars_configure_the_daemon(tmp_path, daemons):
 
 def test_unknown_store_format_is_refused_with_exit_2(tmp_path):
     data_dir = tmp_path / "old"
-    ChunkStore(data_dir).close()
+    ReserveStore(data_dir).close()
     env = lmdb.open(str(data_dir / META_DIR), max_dbs=4)
     with env.begin(write=True) as txn:
         txn.put(INFO_FORMAT, u32(FORMAT_VERSION + 1), db=env.open_db(DB_INFO, txn=txn))
     env.close()
     proc = subprocess.run(
-        [sys.executable, "-m", "api.server", "--data-dir", str(data_dir), "--port", "0"],
+        [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", "0"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
@@ -358,7 +358,7 @@ def test_unknown_store_format_is_refused_with_exit_2(tmp_path):
 def test_bad_flags_exit_2(tmp_path, args, env, needle):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CHUNKSTORE_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "api.server", *args],
+        [sys.executable, "-m", "api.cli", "serve", *args],
         cwd=tmp_path, env={**clean, "PYTHONPATH": str(ROOT), **env}, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
@@ -373,12 +373,12 @@ def test_port_in_use_exits_1(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         proc = subprocess.run(
-            [sys.executable, "-m", "api.server", "--data-dir", str(tmp_path / "d"), "--port", str(port)],
+            [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(tmp_path / "d"), "--port", str(port)],
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
         )
     assert proc.returncode == 1
     assert "cannot listen" in proc.stderr
-    with ChunkStore(tmp_path / "d"):  # closed cleanly: opens again
+    with ReserveStore(tmp_path / "d"):  # closed cleanly: opens again
         pass
 
 

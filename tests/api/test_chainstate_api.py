@@ -13,9 +13,8 @@ from api.app import make_app
 from api.config import Config, parse_config
 from api.server import StartupError, load_chainstate
 from api.state import STATE
+from chunkstore.reserve import ReserveOptions, ReserveStore
 from chunkstore.reserve.chainstate import ChainState
-from chunkstore.reserve.reserve import ReserveOptions
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.proximity import proximity
 from tests.api.helpers import Uploader
 
@@ -31,8 +30,8 @@ async def fake_remote(request: web.Request, handler):  # test-only: pretend the 
     return await handler(request)
 
 
-def build(tmp_path, reserve: ReserveOptions | None = None, **cfg) -> tuple[web.Application, ChunkStore]:
-    store = ChunkStore(tmp_path / "store", reserve=reserve)
+def build(tmp_path, reserve: ReserveOptions | None = None, **cfg) -> tuple[web.Application, ReserveStore]:
+    store = ReserveStore(tmp_path / "store", reserve=reserve)
 
     async def no_sample(anchor, depth, ct):
         raise AssertionError("not sampled here")
@@ -104,7 +103,7 @@ async def test_chainstate_gives_batch_ttl_then_expires_the_batch(tmp_path):
         # the total amount reaches the batch's value: it expires, with its chunks
         r = await client.post("/chainstate", json={"block": 78, "totalAmount": str(10**15), "currentPrice": "1"})
         assert r.status == 200
-        assert app[STATE].extras["reserve_worker"].settle(10)
+        assert app[STATE].reserve_worker.settle(10)
         assert (await (await client.get("/batches")).json())["batches"] == []
         assert (await client.get(f"/chunks/{addr.hex()}")).status == 404
         metrics = await (await client.get("/metrics")).text()

@@ -1,4 +1,4 @@
-"""``chunkstore sample`` (sampler.cli.main) on a small store."""
+"""``chunkstore sample`` (api.cli.sample_main) on a small store."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from chunkstore.store.store import ChunkStore
+from api.cli import sample_main as main
+from chunkstore.reserve import ReserveStore
 from sampler import make_inclusion_proofs, reserve_sample, sample_hash
-from sampler.cli import main
 from sampler.render import render_rchash
 from tests.sampler.helpers import build_world
 
@@ -32,7 +32,7 @@ def test_prints_the_rchash_answer(store_dir, capsys):
     assert err == ""  # not a terminal: no progress
     doc = json.loads(out)
     assert list(doc) == ["hash", "proofs", "durationSeconds", "stats", "storageRadius", "hashBackend"]
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         res = reserve_sample(store, b"\x64", 0, ct, workers=0)
     want = render_rchash(sample_hash(res.items), make_inclusion_proofs(res.items, b"\x64", b"\x1e"), 0.0)
     assert doc["hash"] == want["hash"]
@@ -82,7 +82,7 @@ def _run_cli(argv: list[str], stderr_tty: bool) -> tuple[int, bytes, bytes]:
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-c", "import sys; from sampler.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
+    cmd = [sys.executable, "-c", "import sys; from api.cli import sample_main; sys.exit(sample_main(sys.argv[1:]))", *argv]
     if not stderr_tty:
         proc = subprocess.run(cmd, capture_output=True, timeout=120, check=False)
         return proc.returncode, proc.stdout, proc.stderr
@@ -129,7 +129,7 @@ def test_no_progress_when_stderr_is_not_a_terminal(store_dir, workers):
 def test_progress_bar_on_a_terminal(store_dir, workers):
     pytest.importorskip("pty")
     path, base = store_dir
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         total = reserve_sample(store, b"\x64", 0, base + 900, workers=0).stats.total_iterated
     rc, out, err = _run_cli(_argv(path, base, workers), stderr_tty=True)
     assert rc == 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.proximity import proximity
 from tests.store.helpers import Stamper
@@ -14,7 +14,7 @@ from tests.store.helpers import Stamper
 Entry = tuple[bytes, bytes, bytes]  # (address, batch id, stamp index)
 
 
-def entries(store: ChunkStore) -> set[Entry]:
+def entries(store: ReserveStore) -> set[Entry]:
     """Every (chunk, stamp) entry of the store, read through the public API."""
     out = set()
     for addr in {a for a, *_ in store.iter_neighbourhood(b"", 0)}:
@@ -31,7 +31,7 @@ def direct_bins(found: Iterable[Entry], overlay: bytes) -> list[int]:
 
 
 def fill(
-    store: ChunkStore,
+    store: ReserveStore,
     batches: list[Batch],
     n: int,
     rng: random.Random,

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from chunkstore.reserve import ReserveOptions, ReserveStore, ReserveWorker
 from chunkstore.reserve.chainstate import (
     EMPTY,
     ChainState,
@@ -15,9 +16,6 @@ from chunkstore.reserve.chainstate import (
     encode_chainstate,
     parse_chainstate,
 )
-from chunkstore.reserve.reserve import ReserveOptions
-from chunkstore.reserve.worker import ReserveWorker
-from chunkstore.store.store import ChunkStore
 from chunkstore.store.verify import verify_store
 from tests.reserve.helpers import direct_bins, entries, fill
 from tests.store.helpers import Stamper, make_batch, random_cac
@@ -71,7 +69,7 @@ def test_expiry_removes_the_batches_their_chunks_and_slots(tmp_path):
     middle = make_batch(2, depth=12, bucket_depth=4, value=20)
     dear = make_batch(3, depth=12, bucket_depth=4, value=30)
     batches = [cheap, middle, dear]
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY) as store:
         for b in batches:
             store.batches.add(b)
         fill(store, batches, 300, random.Random(1), shared=0.3)
@@ -102,9 +100,9 @@ def test_expiry_removes_the_batches_their_chunks_and_slots(tmp_path):
 
 def test_chain_state_is_kept_and_a_batch_added_already_expired_goes(tmp_path):
     path = tmp_path / "s"
-    with ChunkStore(path, overlay=OVERLAY) as store:
+    with ReserveStore(path, overlay=OVERLAY) as store:
         store.reserve.set_chainstate(ChainState(block=9, total_amount=100, current_price=2, chain_tip=11))
-    with ChunkStore(path, overlay=OVERLAY, reserve=ReserveOptions()) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=ReserveOptions()) as store:
         assert store.reserve.chainstate == ChainState(9, 100, 2, 11)
         worker = ReserveWorker(store.reserve).start()
         live, dead = make_batch(1, value=101), make_batch(2, value=100)

@@ -6,10 +6,8 @@ import random
 
 import pytest
 
+from chunkstore.reserve import InvalidReserveOption, OutOfRadius, ReserveOptions, ReserveStore, ReserveWorker
 from chunkstore.reserve.eviction import bin_buckets
-from chunkstore.reserve.reserve import InvalidReserveOption, OutOfRadius, ReserveOptions
-from chunkstore.reserve.worker import ReserveWorker
-from chunkstore.store.store import ChunkStore
 from chunkstore.store.verify import verify_store
 from chunkstore.swarm.proximity import proximity
 from sampler import InsufficientSample, reserve_sample
@@ -24,7 +22,7 @@ def small(capacity: int = 100, **kw) -> ReserveOptions:
                           evict_step=kw.pop("evict_step", 7), **kw)
 
 
-def check_consistent(store: ChunkStore) -> None:
+def check_consistent(store: ReserveStore) -> None:
     """Counters equal a direct count of the entries, and verify finds nothing."""
     found = entries(store)
     status = store.reserve.status()
@@ -40,7 +38,7 @@ def check_consistent(store: ChunkStore) -> None:
 
 def test_fresh_store_generates_and_keeps_its_overlay_radius_zero(tmp_path):
     path = tmp_path / "s"
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         overlay = store.reserve.overlay
         assert len(overlay) == 32 and overlay != bytes(32)
         assert store.reserve.radius == 0 and store.reserve.status().committed_depth == 0
@@ -48,15 +46,15 @@ def test_fresh_store_generates_and_keeps_its_overlay_radius_zero(tmp_path):
         fill(store, [make_batch(1)], 50, random.Random(1))  # radius 0: everything is accepted
         status = store.reserve.status()
         assert status.size == status.size_within_radius == 50
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.reserve.overlay == overlay
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         assert store.reserve.overlay == overlay and store.reserve.status().size == 50
 
 
 def test_radius_refuses_chunks_outside_the_neighbourhood(tmp_path):
     batch = make_batch(1, depth=12, bucket_depth=4)
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY) as store:
         store.batches.add(batch)
         store.reserve.set_radius(2)
         stamper = Stamper(batch)
@@ -82,8 +80,8 @@ def test_radius_refuses_chunks_outside_the_neighbourhood(tmp_path):
 
 def test_options_are_checked(tmp_path):
     with pytest.raises(InvalidReserveOption):
-        ChunkStore(tmp_path / "a", reserve=ReserveOptions(capacity=0))
-    with ChunkStore(tmp_path / "b") as store:
+        ReserveStore(tmp_path / "a", reserve=ReserveOptions(capacity=0))
+    with ReserveStore(tmp_path / "b") as store:
         with pytest.raises(InvalidReserveOption):
             store.reserve.set_radius(32)
         with pytest.raises(InvalidReserveOption):
@@ -97,7 +95,7 @@ def test_counters_exact_through_puts_replacements_deletes_and_removals(tmp_path)
     rng = random.Random(5)
     contested = make_batch(9, depth=6, bucket_depth=0)  # 64 slots in one bucket: puts replace each other
     batches = [make_batch(1, depth=14, bucket_depth=4), make_batch(2, depth=14, bucket_depth=8)]
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY) as store:
         for b in [contested, *batches]:
             store.batches.add(b)
         addrs = fill(store, batches, 300, rng, shared=0.3)
@@ -116,13 +114,13 @@ def test_counters_exact_through_puts_replacements_deletes_and_removals(tmp_path)
 def test_overlay_change_recounts_and_sweeps(tmp_path):
     path = tmp_path / "s"
     batch = make_batch(1, depth=14, bucket_depth=4)
-    with ChunkStore(path, overlay=OVERLAY, reserve=small(1000)) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=small(1000)) as store:
         store.batches.add(batch)
         fill(store, [batch], 200, random.Random(2))
         store.reserve.set_radius(1)
         before = entries(store)
     other = bytes([OVERLAY[0] ^ 0x80]) + OVERLAY[1:]  # the other half of the address space
-    with ChunkStore(path, overlay=other, reserve=small(1000)) as store:
+    with ReserveStore(path, overlay=other, reserve=small(1000)) as store:
         assert store.reserve.overlay == other
         assert list(store.reserve.status().bins) == direct_bins(before, other)
         assert store.reserve.sweep_radius == 1
@@ -136,7 +134,7 @@ def test_overlay_change_recounts_and_sweeps(tmp_path):
 def test_stale_counters_are_recounted_at_open(tmp_path):
     path = tmp_path / "s"
     batch = make_batch(1)
-    with ChunkStore(path, overlay=OVERLAY) as store:
+    with ReserveStore(path, overlay=OVERLAY) as store:
         store.batches.add(batch)
         fill(store, [batch], 60, random.Random(3))
         shard = store.shard(0)
@@ -144,7 +142,7 @@ def test_stale_counters_are_recounted_at_open(tmp_path):
             txn.put(b"bins", bytes(256), db=shard.info_db)
     report = verify_store(str(path))
     assert [p.kind for p in report.problems] == ["bin-counter"]
-    with ChunkStore(path, overlay=OVERLAY) as store:
+    with ReserveStore(path, overlay=OVERLAY) as store:
         assert store.reserve.recounted == [0]
         check_consistent(store)
 
@@ -176,7 +174,7 @@ def test_capacity_eviction_evicts_exactly_what_the_rule_says(tmp_path, min_evict
         make_batch(3, depth=14, bucket_depth=10, value=200),
     ]
     capacity = 120
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY, reserve=small(capacity, min_evict_count=min_evict)) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(capacity, min_evict_count=min_evict)) as store:
         for b in batches:
             store.batches.add(b)
         fill(store, batches, 400, rng, shared=0.2)
@@ -198,7 +196,7 @@ def test_capacity_eviction_evicts_exactly_what_the_rule_says(tmp_path, min_evict
 
 def test_radius_sweep_evicts_everything_outside(tmp_path):
     batches = [make_batch(1, depth=14, bucket_depth=3, value=5), make_batch(2, depth=14, bucket_depth=6, value=9)]
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY, reserve=small(10_000)) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(10_000)) as store:
         for b in batches:
             store.batches.add(b)
         fill(store, batches, 300, random.Random(6), shared=0.2)
@@ -217,10 +215,10 @@ def test_radius_sweep_evicts_everything_outside(tmp_path):
 
 def test_minimum_radius_is_applied_at_open_and_bounds_the_decrease(tmp_path):
     path = tmp_path / "s"
-    with ChunkStore(path, overlay=OVERLAY, reserve=small(1000)) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=small(1000)) as store:
         store.batches.add(make_batch(1))
         fill(store, [make_batch(1)], 80, random.Random(8))
-    with ChunkStore(path, overlay=OVERLAY, reserve=small(1000, minimum_radius=2)) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=small(1000, minimum_radius=2)) as store:
         assert store.reserve.radius == 2 and store.reserve.sweep_radius == 2
         store.reserve.maintain()
         assert all(proximity(OVERLAY, a) >= 2 for a, _, _ in entries(store))
@@ -234,7 +232,7 @@ def test_minimum_radius_is_applied_at_open_and_bounds_the_decrease(tmp_path):
 def test_worker_keeps_the_reserve_within_capacity_while_uploads_go_on(tmp_path):
     batches = [make_batch(1, depth=16, bucket_depth=4, value=1), make_batch(2, depth=16, bucket_depth=4, value=2)]
     rng = random.Random(11)
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY, reserve=small(150, evict_step=5)) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(150, evict_step=5)) as store:
         for b in batches:
             store.batches.add(b)
         worker = ReserveWorker(store.reserve).start()
@@ -252,14 +250,14 @@ def test_worker_keeps_the_reserve_within_capacity_while_uploads_go_on(tmp_path):
         assert store.reserve.over_capacity_triggers >= 1 and worker.errors == 0
         assert store.reserve.radius >= 1
     assert not worker.running  # closing the store stopped it
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY) as store:
         check_consistent(store)
 
 
 def test_samples_after_eviction_never_contain_an_evicted_chunk(tmp_path):
     batches = [make_batch(1, depth=16, bucket_depth=4, value=1), make_batch(2, depth=16, bucket_depth=4, value=2)]
     consensus = 1 << 62
-    with ChunkStore(tmp_path / "s", overlay=OVERLAY, reserve=small(200)) as store:
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(200)) as store:
         for b in batches:
             store.batches.add(b)
         fill(store, batches, 500, random.Random(12), shared=0)

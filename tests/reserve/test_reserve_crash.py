@@ -16,9 +16,8 @@ import signal
 import subprocess
 import time
 
+from chunkstore.reserve import ReserveOptions, ReserveStore
 from chunkstore.reserve.chainstate import ChainState
-from chunkstore.reserve.reserve import ReserveOptions
-from chunkstore.store.store import ChunkStore
 from chunkstore.store.verify import verify_store
 from chunkstore.swarm.proximity import proximity
 from tests.reserve.helpers import direct_bins, entries, expected_unreserve, fill
@@ -40,7 +39,7 @@ def options() -> ReserveOptions:
 
 def evict_child(path: str, progress: str) -> None:
     """Child: open the store and run the eviction; the parent kills us part-way."""
-    with ChunkStore(path, overlay=OVERLAY, reserve=options()) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=options()) as store:
         with open(progress, "a") as f:
             f.write("R\n")
         store.reserve.maintain()
@@ -72,7 +71,7 @@ def die_between_shard_commits(path: str) -> None:
             eviction._evict_in_shard = evict_in_shard
 
     eviction.evict_rows = step
-    with ChunkStore(path, overlay=OVERLAY, reserve=options()) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=options()) as store:
         store.reserve.maintain()
 
 
@@ -92,13 +91,13 @@ def expire_child(path: str) -> None:
         return original(self, s, batch_id, limit)
 
     WriteSession.purge_batch_part = purge_then_die
-    with ChunkStore(path, overlay=OVERLAY, reserve=ReserveOptions(capacity=10**6)) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=ReserveOptions(capacity=10**6)) as store:
         store.reserve.set_chainstate(ChainState(block=100, total_amount=15, current_price=1))
         store.reserve.maintain()
 
 
 def _prepare(path: str, seed: int) -> set:
-    with ChunkStore(path, overlay=OVERLAY, reserve=ReserveOptions(capacity=10**6)) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=ReserveOptions(capacity=10**6)) as store:
         for b in BATCHES:
             store.batches.add(b)
         fill(store, BATCHES, N_CHUNKS, random.Random(seed), shared=0.15)
@@ -108,7 +107,7 @@ def _prepare(path: str, seed: int) -> set:
 def _check_consistent(path: str) -> set:
     report = verify_store(path)
     assert report.ok and report.pending == 0, [str(p) for p in report.problems]
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         found = entries(store)
         status = store.reserve.status()
         assert list(status.bins) == direct_bins(found, OVERLAY)
@@ -153,7 +152,7 @@ def test_sigkill_during_eviction_resumes_to_the_rules_end_state(tmp_path):
         if "D\n" in open(progress).read():
             break
     assert kills >= 2 and any(b < a for a, b in zip(sizes, sizes[1:], strict=False))  # kills did land mid-eviction
-    with ChunkStore(path, overlay=OVERLAY, reserve=options()) as store:  # restart: resume and finish
+    with ReserveStore(path, overlay=OVERLAY, reserve=options()) as store:  # restart: resume and finish
         store.reserve.maintain()
         assert store.reserve.radius == radius
     assert _check_consistent(path) == want
@@ -168,7 +167,7 @@ def test_crash_between_the_shard_commits_of_an_eviction_step(tmp_path):
     assert proc.returncode == 9
     found = _check_consistent(path)
     assert want < found < initial
-    with ChunkStore(path, overlay=OVERLAY, reserve=options()) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=options()) as store:
         store.reserve.maintain()
     assert _check_consistent(path) == want
 
@@ -182,9 +181,9 @@ def test_sigkill_during_expiry_is_finished_by_the_next_open(tmp_path):
     assert proc.returncode == 9
     report = verify_store(path)
     assert report.ok, [str(p) for p in report.problems]
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         assert store.batches.removing() == [BATCHES[1].id]
-    with ChunkStore(path, overlay=OVERLAY) as store:
+    with ReserveStore(path, overlay=OVERLAY) as store:
         assert store.recovered["batch_removals"] == 1
         assert BATCHES[1].id not in store.batches
     assert _check_consistent(path) == {e for e in initial if e[1] not in expired}

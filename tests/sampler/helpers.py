@@ -17,16 +17,17 @@ from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
 from chunkstore.swarm.stamp import Stamp, sign_stamp
+from chunkstore.testing import recipe
 from sampler.items import SampleItem
 from tests.swarm.recipe import load_vector  # noqa: F401  (re-exported for the sampler tests)
 
-VECTOR_KEY = b"0" * 32
-VECTOR_BATCH = keccak256(b"The Inverted Jenny")
-VECTOR_INDEX = bytes.fromhex("0000000000080303")
-VECTOR_TIMESTAMP = bytes.fromhex("0000000000030308")
-VECTOR_ANCHOR1 = b"\x64"
-VECTOR_ANCHOR2 = b"\x1e"
-VECTOR_SAMPLE_HASH = bytes.fromhex("b012904b0c3e6462158b4416556caa888031a79bad46d2ffa7012408c9c38aa8")
+VECTOR_KEY = recipe.KEY
+VECTOR_BATCH = recipe.BATCH_ID
+VECTOR_INDEX = recipe.INDEX
+VECTOR_TIMESTAMP = recipe.TIMESTAMP
+VECTOR_ANCHOR1 = recipe.ANCHOR1
+VECTOR_ANCHOR2 = recipe.ANCHOR2
+VECTOR_SAMPLE_HASH = recipe.EXPECTED_SAMPLE_ADDRESS
 
 
 @dataclass(frozen=True)
@@ -38,23 +39,12 @@ class BuiltChunk:
 
 def vector_chunks() -> list[BuiltChunk]:
     """The 16 chunks of the reference regression vector, in recipe order."""
-    signer = Signer(VECTOR_KEY)
-    out = []
-    for i in range(16):
-        address, data = make_cac(b"Unstoppable data! Chunk #%d" % (i + 1))
-        if i % 2 == 0:
-            soc = make_soc(signer, keccak256(b"ID #%d" % (i + 1)), data)
-            out.append(BuiltChunk(soc.address, soc.data, ChunkType.SOC))
-        else:
-            out.append(BuiltChunk(address, data, ChunkType.CAC))
-    return out
+    return [BuiltChunk(c.address, c.data, c.chunk_type) for c in recipe.recipe_chunks()]
 
 
 def vector_stamp(address: bytes) -> Stamp:
     bucket, position = int.from_bytes(VECTOR_INDEX[:4], "big"), int.from_bytes(VECTOR_INDEX[4:], "big")
-    return sign_stamp(
-        Signer(VECTOR_KEY), address, VECTOR_BATCH, bucket, position, int.from_bytes(VECTOR_TIMESTAMP, "big")
-    )
+    return sign_stamp(recipe.SIGNER, address, VECTOR_BATCH, bucket, position, int.from_bytes(VECTOR_TIMESTAMP, "big"))
 
 
 def spec_transformed_address(address: bytes, data: bytes, chunk_type: int, anchor: bytes) -> bytes:
@@ -222,8 +212,8 @@ def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:
     """
     import random
 
+    from chunkstore.reserve import ReserveStore
     from chunkstore.store.batchstore import Batch
-    from chunkstore.store.store import ChunkStore
     from chunkstore.swarm.postage import StampIssuer
 
     rng = random.Random(seed)
@@ -240,7 +230,7 @@ def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:
         ids[name]: Batch(ids[name], signers[o].address, 22, bd, False, value, 0)
         for name, (o, bd, value, _) in spec.items()
     }
-    store = ChunkStore(path, shards=shards)
+    store = ReserveStore(path, shards=shards)
     for b in batches.values():
         store.batches.add(b)
     names = list(spec)

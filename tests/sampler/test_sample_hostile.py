@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pytest
 
 import tests.sampler.textbook as textbook
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.constants import SAMPLE_SIZE, ChunkType
 from chunkstore.swarm.keccak import keccak256
@@ -75,7 +75,7 @@ def test_regression_vector_end_to_end(tmp_path, workers):
     # bucket depth 0: every address is in bucket 0; depth 20 puts position 0x80303 in range
     batch = Batch(VECTOR_BATCH, owner.address, 20, 0, False, 1000, 0)
     consensus = int.from_bytes(VECTOR_TIMESTAMP, "big")
-    store = ChunkStore(tmp_path / "s", shards=4)
+    store = ReserveStore(tmp_path / "s", shards=4)
     try:
         store.batches.add(batch)
         chunks = vector_chunks()
@@ -115,7 +115,7 @@ def test_rogue_first_entry_stays_out_of_the_proof(tmp_path, soc, workers):
     item, and the postage proof made from it, must carry the i1 stamp.
     """
     bid = keccak256(b"the one batch")
-    store = ChunkStore(tmp_path / "s", shards=2)
+    store = ReserveStore(tmp_path / "s", shards=2)
     try:
         store.batches.add(Batch(bid, OWNER.address, 20, 2, False, 1000, 0))
         issuer = StampIssuer(OWNER, bid, 20, 2)
@@ -213,7 +213,7 @@ def _build(path) -> Hostile:
     batches = {
         IDS[n]: Batch(IDS[n], SIGNERS[o].address, 22, bd, False, v, 0) for n, (o, bd, v) in BATCHES.items()
     }
-    store = ChunkStore(path, shards=4)
+    store = ReserveStore(path, shards=4)
     for b in batches.values():
         store.batches.add(b)
     issuers = {IDS[n]: StampIssuer(SIGNERS[o], IDS[n], 22, bd) for n, (o, bd, _) in BATCHES.items()}

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.postage import StampIssuer
@@ -31,7 +31,7 @@ def _ids() -> tuple[bytes, bytes, bytes]:
 def _dup_store(path, shards: int = 4):
     """16 chunks under batch R; chunk X (a SOC) also stamped by P and Q (P < Q)."""
     p, q, r = _ids()
-    store = ChunkStore(path, shards=shards)
+    store = ReserveStore(path, shards=shards)
     for bid in (p, q, r):
         store.batches.add(Batch(bid, OWNER.address, 20, 2, False, 1000, 0))
     issuers = {bid: StampIssuer(OWNER, bid, 20, 2) for bid in (p, q, r)}
@@ -193,7 +193,7 @@ def test_mostly_invalid_stamps_force_rescans(tmp_path, k):
     from tests.sampler.helpers import spec_transformed_address
 
     good, bad = keccak256(b"good batch"), keccak256(b"bad batch")
-    store = ChunkStore(tmp_path / "s", shards=4)
+    store = ReserveStore(tmp_path / "s", shards=4)
     try:
         for bid in (good, bad):
             store.batches.add(Batch(bid, OWNER.address, 20, 2, False, 1000, 0))

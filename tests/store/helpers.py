@@ -6,8 +6,8 @@ import hashlib
 import itertools
 import os
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.postage import StampIssuer
 from chunkstore.swarm.signer import Signer
@@ -68,15 +68,15 @@ def random_soc(size: int = 100, soc_id: bytes | None = None, key: bytes = SOC_KE
     return soc.address, soc.data
 
 
-def open_store(path: str, shards: int = 4, batches: list[Batch] | None = None) -> ChunkStore:
-    store = ChunkStore(path, shards)
+def open_store(path: str, shards: int = 4, batches: list[Batch] | None = None) -> ReserveStore:
+    store = ReserveStore(path, shards)
     for b in batches or []:
         if b.id not in store.batches:
             store.batches.add(b)
     return store
 
 
-def dump(store: ChunkStore) -> dict:
+def dump(store: ReserveStore) -> dict:
     """Every record of every database, to compare states exactly."""
     out = {}
     for i in range(store.shard_count):
@@ -134,7 +134,7 @@ def crash_child(path: str, ack_path: str, seed: int) -> None:
         lines = "".join(f"{tag} {a.hex()} {(s.batch_id + s.index).hex()} {s.timestamp_ns}\n" for a, _, s in items)
         os.write(fd, lines.encode())
 
-    store = ChunkStore(path)
+    store = ReserveStore(path)
     os.write(fd, b"R\n")
     done: list[bytes] = []
     while True:
@@ -168,7 +168,7 @@ def writer_child(path: str, seconds: float, seed: int) -> None:
 
     rng = random.Random(seed)
     deadline = time.monotonic() + seconds
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         while time.monotonic() < deadline:
             items = []
             for _ in range(rng.randrange(1, 20)):
@@ -187,7 +187,7 @@ def reader_child(path: str, seconds: float, out_path: str) -> None:
     from chunkstore.store.shard import ShardReader
     from chunkstore.swarm.constants import ChunkType
 
-    store = ChunkStore(path, readonly=True)
+    store = ReserveStore(path, readonly=True)
     readers = [ShardReader(path, i) for i in range(store.shard_count)]
     deadline = time.monotonic() + seconds
     checks, errors = 0, []

@@ -6,15 +6,15 @@ import dataclasses
 
 import pytest
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch, decode_batch, encode_batch
 from chunkstore.store.errors import BatchExists, InvalidBatch, UnknownBatch
-from chunkstore.store.store import ChunkStore
 from tests.store.helpers import Stamper, make_batch, open_store, random_cac
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = ChunkStore(str(tmp_path / "s"))
+    s = ReserveStore(str(tmp_path / "s"))
     yield s
     s.close()
 
@@ -140,8 +140,8 @@ def test_interrupted_removal_is_finished_at_open(tmp_path):
         with meta.env.begin(write=True) as txn:
             txn.put(b.id, encode_batch(b, state=1), db=meta.batches)
         assert store.batches.find(b.id) is None and store.batches.removing() == [b.id]
-    with ChunkStore(path, readonly=True) as ro:
+    with ReserveStore(path, readonly=True) as ro:
         assert ro.chunk_count() == 10  # a reader does not repair
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.recovered["batch_removals"] == 1
         assert store.chunk_count() == 0 and store.batches.removing() == []

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-from chunkstore.store.store import ChunkStore
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.verify import verify_store
 from chunkstore.store.writes import WriteSession
 from tests.store.helpers import CONTESTED, FRESH, REPO_DIR, Stamper, child_command, make_batch, open_store, random_cac
@@ -43,7 +43,7 @@ def _read_log(ack_path: str) -> tuple[list[Claim], list[Claim], set[bytes]]:
     return acks, tries, deleting
 
 
-def _slot_holders(store: ChunkStore, key: bytes) -> list[int]:
+def _slot_holders(store: ReserveStore, key: bytes) -> list[int]:
     out = []
     for i in range(store.shard_count):
         shard = store.shard(i)
@@ -61,7 +61,7 @@ def _check_acks(path: str, acks: list[Claim], tries: list[Claim], deleting: set[
         if addr in deleting:
             freed[key] = max(freed.get(key, 0), ts)
     checked = 0
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         for addr, key, ts in acks:
             if addr in deleting:
                 continue
@@ -110,7 +110,7 @@ def test_sigkill_never_corrupts_or_loses_acknowledged_puts(tmp_path):
         finally:
             proc.wait()
         kills += proc.returncode == -signal.SIGKILL
-        with ChunkStore(path):  # the writable open finishes what the kill interrupted
+        with ReserveStore(path):  # the writable open finishes what the kill interrupted
             pass
         report = verify_store(path)
         assert report.ok and report.pending == 0, [str(p) for p in report.problems]
@@ -121,7 +121,7 @@ def test_sigkill_never_corrupts_or_loses_acknowledged_puts(tmp_path):
         checked = _check_acks(path, acks, tries, deleting)  # every round rechecks all earlier acknowledgements
     assert kills >= 20
     assert checked > 100  # the workload really ran
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         assert store.chunk_count() > 50
 
 
@@ -134,7 +134,7 @@ def crash_between_commits(path: str) -> None:
     """Child: a cross-shard replacement dies after its first commit, before the eviction."""
     batch = make_batch(7, depth=4, bucket_depth=0)
     stamper = Stamper(batch)
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         a1, d1 = random_cac(10)
         a2, d2 = next(c for c in (random_cac(10) for _ in range(100)) if c[0][-1] % 4 != a1[-1] % 4)
         store.put(d1, stamper.stamp(a1, position=0, ts=1))
@@ -153,7 +153,7 @@ def crash_during_batch_removal(path: str) -> None:
     import chunkstore.store.store as store_mod
 
     batch = make_batch(3)
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         store.batches.add(batch)
         stamper = Stamper(batch)
         store.put_many([(d, stamper.stamp(a)) for a, d in (random_cac(5) for _ in range(40))])
@@ -178,7 +178,7 @@ def test_crash_between_the_two_commits_of_a_contest(tmp_path):
     a1, a2 = (bytes.fromhex(h) for h in open(path + ".addrs").read().split())
     report = verify_store(path)
     assert report.ok and report.pending == 1
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.recovered["pending_slots"] == 1
         assert store.has(a2) and not store.has(a1)
     assert verify_store(path).ok
@@ -186,12 +186,12 @@ def test_crash_between_the_two_commits_of_a_contest(tmp_path):
 
 def test_crash_during_batch_removal(tmp_path):
     path = str(tmp_path / "s")
-    ChunkStore(path).close()
+    ReserveStore(path).close()
     assert _crash_in_child(path, f"import tests.store.test_crash as test_crash; test_crash.crash_during_batch_removal({path!r})") == 9
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         left = store.chunk_count()
         assert 0 < left < 40 and store.batches.removing() == [make_batch(3).id]
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.recovered["batch_removals"] == 1
         assert store.chunk_count() == 0 and store.batches.list() == []
     assert verify_store(path).ok

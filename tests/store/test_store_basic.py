@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.errors import ChunkNotFound, StoreFormatError, StoreReadOnly
 from chunkstore.store.layout import HEAD_SIZE, neighbourhood_range
 from chunkstore.store.shard import ShardReader
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.constants import ChunkType
 from chunkstore.swarm.errors import InvalidChunk, SwarmError
@@ -149,7 +149,7 @@ def test_reopen_readonly_and_reader(tmp_path, batch):
     with open_store(path, batches=[batch]) as store:
         store.put_many([(d, stamper.stamp(a)) for a, d in chunks])
         expected = list(store.iter_neighbourhood(b"", 0))
-    with ChunkStore(path, readonly=True) as ro:
+    with ReserveStore(path, readonly=True) as ro:
         assert ro.shard_count == 4
         assert list(ro.iter_neighbourhood(b"", 0)) == expected
         assert ro.batches.get(batch.id) == batch
@@ -181,25 +181,25 @@ def test_full_chunk_uses_one_page_per_head(store, batch):
 def test_format_errors(tmp_path, batch):
     path = str(tmp_path / "s")
     with pytest.raises(StoreFormatError, match="no chunk store"):
-        ChunkStore(path, readonly=True)
+        ReserveStore(path, readonly=True)
     assert not os.path.exists(path)
-    ChunkStore(path, shards=2).close()
+    ReserveStore(path, shards=2).close()
     with pytest.raises(StoreFormatError, match="2 shards"):
-        ChunkStore(path, shards=3)
-    with ChunkStore(path) as store:
+        ReserveStore(path, shards=3)
+    with ReserveStore(path) as store:
         with store._meta.env.begin(write=True) as txn:
             txn.put(b"format", (7).to_bytes(4, "big"), db=store._meta.info)
     with pytest.raises(StoreFormatError, match="version 7 is not supported"):
-        ChunkStore(path)
+        ReserveStore(path)
     with pytest.raises(StoreFormatError, match="version 7"):
-        ChunkStore(path, readonly=True)
+        ReserveStore(path, readonly=True)
     with pytest.raises(ValueError):
-        ChunkStore(str(tmp_path / "t"), shards=0)
+        ReserveStore(str(tmp_path / "t"), shards=0)
 
 
 def test_shard_reader_checks_its_env(tmp_path):
     path = str(tmp_path / "s")
-    ChunkStore(path, shards=2).close()
+    ReserveStore(path, shards=2).close()
     with pytest.raises(StoreFormatError, match="missing"):
         ShardReader(path, 5)
     shard_info = os.path.join(path, "shard-001")
@@ -220,7 +220,7 @@ def test_unfinished_creation_is_redone(tmp_path):
     path = tmp_path / "s"
     (path / "meta").mkdir(parents=True)
     lmdb.open(str(path / "meta")).close()  # meta env files exist, creation never wrote them
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.shard_count == 4
 
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import threading
 
-from chunkstore.store.store import ChunkStore
+from chunkstore.reserve import ReserveStore
 from tests.store.helpers import CONTESTED, FRESH, REPO_DIR, Stamper, child_command, open_store, random_cac
 
 
@@ -25,7 +25,7 @@ def test_reader_processes_see_consistent_snapshots(tmp_path):
         result = json.load(open(out))
         assert result["errors"] == []
         assert result["checks"] > 50
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         assert store.chunk_count() > 50
 
 

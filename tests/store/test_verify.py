@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from api.cli import verify_main as main
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.layout import INFO_BYTES, u64
-from chunkstore.store.store import ChunkStore
-from chunkstore.store.verify import main, verify_store
+from chunkstore.store.verify import verify_store
 from tests.store.helpers import Stamper, make_batch, open_store, random_cac, random_soc
 
 
@@ -24,7 +25,7 @@ def filled(tmp_path):
 
 
 def _edit(path, fn):
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         fn(store)
 
 
@@ -160,7 +161,7 @@ def test_finds_and_repairs(filled, kind, capsys):
     after = verify_store(path)
     assert after.ok, [str(p) for p in after.problems]
     # Chunks nobody damaged are all still there, and a misfiled one was moved home.
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         if kind == "wrong-shard":
             assert store.get(chunks[4][0]) == chunks[4][1]
         for addr, data in chunks[10:20]:
@@ -186,7 +187,7 @@ def test_pending_contest_is_not_corruption(tmp_path, monkeypatch):
         assert store.has(a1) and store.has(a2)
     report = verify_store(path)
     assert report.ok and report.pending == 1, [str(p) for p in report.problems]
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.recovered["pending_slots"] == 1
         assert not store.has(a1) and store.get(a2) == d2
         assert store.stats()["pending"] == 0

@@ -1,55 +1,42 @@
-"""The reference node's regression recipe (tests/testdata/README.md), built from
-the primitives, shared by the primitive and sampler tests."""
+"""The reference vector (tests/testdata/inclusion-proofs.json) and the recipe that builds its chunks.
+
+The recipe itself lives in the library (chunkstore.testing.recipe), where
+``chunkstore selfcheck`` uses it too; the vector file is test data.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from chunkstore.swarm.bmt.reference import chunk_hash
-from chunkstore.swarm.cac import make_cac
-from chunkstore.swarm.keccak import keccak256
-from chunkstore.swarm.signer import Signer
-from chunkstore.swarm.soc import SOC, make_soc
-from chunkstore.swarm.stamp import Stamp
+from chunkstore.testing.recipe import (
+    ANCHOR1,
+    ANCHOR2,
+    BATCH_ID,
+    EXPECTED_SAMPLE_ADDRESS,
+    INDEX,
+    SIGNER,
+    TIMESTAMP,
+    RecipeChunk,
+    recipe_chunks,
+)
 
 TESTDATA = Path(__file__).resolve().parents[1] / "testdata"
-EXPECTED_SAMPLE_ADDRESS = bytes.fromhex("b012904b0c3e6462158b4416556caa888031a79bad46d2ffa7012408c9c38aa8")
-ANCHOR1 = b"\x64"
-ANCHOR2 = b"\x1e"
-SIGNER = Signer(b"0" * 32)
-BATCH_ID = keccak256(b"The Inverted Jenny")
-INDEX = bytes.fromhex("0000000000080303")
-TIMESTAMP = bytes.fromhex("0000000000030308")
+
+__all__ = [
+    "ANCHOR1",
+    "ANCHOR2",
+    "BATCH_ID",
+    "EXPECTED_SAMPLE_ADDRESS",
+    "INDEX",
+    "SIGNER",
+    "TIMESTAMP",
+    "RecipeChunk",
+    "load_vector",
+    "recipe_chunks",
+]
 
 
-@dataclass(frozen=True)
-class RecipeChunk:
-    address: bytes
-    data: bytes
-    cac_data: bytes  # the CAC itself, or the SOC's wrapped CAC
-    soc: SOC | None
-    stamp: Stamp
-    transformed_address: bytes
-
-
-def load_vector() -> dict:
+def load_vector() -> dict[str, Any]:
     return json.loads((TESTDATA / "inclusion-proofs.json").read_text())
-
-
-def recipe_chunks() -> list[RecipeChunk]:
-    """The 16 chunks of the recipe, in recipe order (not sorted)."""
-    out = []
-    for i in range(16):
-        cac_address, cac_data = make_cac(b"Unstoppable data! Chunk #%d" % (i + 1))
-        taddr = chunk_hash(cac_data, ANCHOR1)
-        soc = None
-        address, data = cac_address, cac_data
-        if i % 2 == 0:
-            soc = make_soc(SIGNER, keccak256(b"ID #%d" % (i + 1)), cac_data)
-            address, data = soc.address, soc.data
-            taddr = keccak256(address, taddr)
-        signature = SIGNER.sign(keccak256(address, BATCH_ID, INDEX, TIMESTAMP))
-        out.append(RecipeChunk(address, data, cac_data, soc, Stamp(BATCH_ID, INDEX, TIMESTAMP, signature), taddr))
-    return out

@@ -7,8 +7,8 @@ import os
 import tarfile
 from dataclasses import dataclass
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.errors import StampConflict
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.stamp import Stamp
 from tests.store.helpers import Stamper, dump, random_cac, random_soc
 
@@ -71,7 +71,7 @@ def tar_entries(path: str) -> list[tuple[str, bytes]]:
         return sorted((m.name, tar.extractfile(m).read()) for m in tar)
 
 
-def put_sequentially(store: ChunkStore, entries: list[Entry], *, skip_conflicts: bool = True) -> list[int]:
+def put_sequentially(store: ReserveStore, entries: list[Entry], *, skip_conflicts: bool = True) -> list[int]:
     """The semantics a bulk import must match: one put per entry, in order; indices of refused entries."""
     refused = []
     for i, e in enumerate(entries):
@@ -84,7 +84,7 @@ def put_sequentially(store: ChunkStore, entries: list[Entry], *, skip_conflicts:
     return refused
 
 
-def content(store: ChunkStore) -> dict:
+def content(store: ReserveStore) -> dict:
     """Every record of the chunk databases and the byte counters: what two stores holding the same
     reserve share (the overlay, and the bin counters relative to it, are per node)."""
     out = {}

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from chunkstore.store.store import ChunkStore
+from api.cli import export_main, import_main
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.verify import verify_store
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.soc import make_soc
@@ -18,9 +19,7 @@ from chunkstore.transfer.batchfile import dump_batches
 from chunkstore.transfer.budget import Sizes
 from chunkstore.transfer.errors import BudgetTooSmall, CorruptInput, ImportRefused
 from chunkstore.transfer.exporter import export_reserve
-from chunkstore.transfer.exporter import main as export_main
 from chunkstore.transfer.importer import STAGING, import_reserve
-from chunkstore.transfer.importer import main as import_main
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac, random_soc, signer
 from tests.transfer.helpers import Entry, content, entry, mixed_entries, put_sequentially, tar_entries, write_tar
 
@@ -38,12 +37,12 @@ def _import(store_path, source, **kw):
 
 
 def _snapshot_of(path):
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         return dump(store)
 
 
 def _content_of(path):
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         return content(store)
 
 
@@ -296,7 +295,7 @@ def test_contended_import_equals_puts(tmp_path, seed):
         with open_store(path, batches=[TINY, B1]) as store:
             put_sequentially(store, stored)
     report = _import(bulk, src, skip_conflicts=True)
-    with ChunkStore(puts) as store:
+    with ReserveStore(puts) as store:
         refused = put_sequentially(store, imported)
     assert report.load.refused == len(refused)
     assert _content_of(bulk) == _content_of(puts)  # reopened: settled slot contests leave no record
@@ -345,7 +344,7 @@ def test_feed_updates_within_one_import(tmp_path):
     src = str(tmp_path / "in.tar")
     write_tar(src, versions)
     _import(str(tmp_path / "s"), src, batches=[B1])
-    with ChunkStore(str(tmp_path / "s")) as store:
+    with ReserveStore(str(tmp_path / "s")) as store:
         assert store.get(versions[0].address) == versions[-1].data  # the last update wins, as with puts
         assert len(store.stamps_of(versions[0].address)) == 3
 
@@ -360,7 +359,7 @@ def test_batches_file_registers_in_the_same_run(tmp_path, entries):
         f.write(dump_batches([B1, B2]))
     path = str(tmp_path / "s")
     assert import_main(["--data-dir", path, "--batches", batches, "--workers", "0", src]) == 0
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert {b.id for b in store.batches} == {B1.id, B2.id}
         assert store.stats()["stamps"] == len(entries)
 
@@ -373,7 +372,7 @@ def test_refused_import_registers_no_batch(tmp_path, entries, capsys):
     path = str(tmp_path / "s")
     assert import_main(["--data-dir", path, "--batches", batches, "--workers", "0", src]) == 1
     assert "unknown batch" in capsys.readouterr().err
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert len(store.batches) == 0 and store.stats()["stamps"] == 0
 
 
@@ -414,7 +413,7 @@ def test_radius_leaves_out_distant_chunks(tmp_path, entries):
     inside = [e for e in entries if proximity(overlay, e.address) >= 2]
     report = _import(path, src)
     assert report.load.outside == len(entries) - len(inside)
-    with ChunkStore(path) as store:
+    with ReserveStore(path) as store:
         assert store.stats()["stamps"] == len(inside)
 
 
@@ -467,10 +466,10 @@ def test_pipes_stdin_and_stdout(tmp_path, entries):
     _import(a, src, batches=[B1, B2])
     with open(batches, "w") as f:
         f.write(dump_batches([B1, B2]))
-    run = [sys.executable, "-m"]
-    exporter = subprocess.Popen([*run, "chunkstore.transfer.exporter", "--data-dir", a, "--format", "snapshot", "-"],
+    run = [sys.executable, "-m", "api.cli"]
+    exporter = subprocess.Popen([*run, "export", "--data-dir", a, "--format", "snapshot", "-"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    importer_proc = subprocess.run([*run, "chunkstore.transfer.importer", "--data-dir", b, "--batches", batches,
+    importer_proc = subprocess.run([*run, "import", "--data-dir", b, "--batches", batches,
                                     "--workers", "0", "-"], stdin=exporter.stdout, capture_output=True, text=True)
     exporter.stdout.close()
     assert exporter.wait() == 0, exporter.stderr.read()
