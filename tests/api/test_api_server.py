@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,92 +17,9 @@ import pytest
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.layout import DB_INFO, FORMAT_VERSION, INFO_FORMAT, META_DIR, u32
-from tests.api.helpers import Uploader
+from tests.api.helpers import Daemon, Uploader
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Daemon:
-    """``python -m api.server`` on a free port, its JSON log lines collected from stderr."""
-
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.args = args
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-        self.logs: list[dict] = []
-        self.raw: list[str] = []
-        self.port: int | None = None
-        self._listening = threading.Event()
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 90) -> Daemon:
-        cmd = [sys.executable, "-m", "api.cli", "serve", "--port", "0", "--log-format", "json", *self.args]
-        if "--data-dir" not in self.args:
-            cmd += ["--data-dir", str(self.data_dir)]
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not self._listening.wait(0.1):
-            if self.proc.poll() is not None:
-                raise AssertionError(f"daemon exited {self.proc.returncode}: {self.raw[-20:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"daemon not listening after {timeout}s: {self.raw[-20:]}")
-        return self
-
-    def _read(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.raw.append(line.rstrip())
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            self.logs.append(rec)
-            if rec.get("msg") == "listening":
-                self.port = rec["port"]
-                self._listening.set()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    def wait(self, timeout: float = 60) -> int:
-        assert self.proc is not None
-        return self.proc.wait(timeout)
-
-    def stop(self) -> int:
-        if self.proc is not None and self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                return self.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                return self.wait()
-        return self.proc.returncode if self.proc else 0
-
-    def messages(self) -> list[str]:
-        return [r.get("msg", "") for r in self.logs]
-
-
-@pytest.fixture
-def daemons():
-    started: list[Daemon] = []
-
-    def make(*a, **kw) -> Daemon:
-        d = Daemon(*a, **kw)
-        started.append(d)
-        return d
-
-    yield make
-    for d in started:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait()
 
 
 async def wait_ready(session: aiohttp.ClientSession, d: Daemon, timeout: float = 60) -> None:

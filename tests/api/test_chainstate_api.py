@@ -171,7 +171,7 @@ def test_flags_and_chainstate_file(tmp_path):
 async def test_daemon_loads_chainstate_and_applies_the_minimum_radius(tmp_path):
     import aiohttp
 
-    from tests.api.test_api_server import Daemon
+    from tests.api.helpers import Daemon
 
     (tmp_path / "cs.json").write_text(json.dumps({"block": 42, "totalAmount": "7", "currentPrice": "3"}))
     d = Daemon(tmp_path / "data", "--overlay", OVERLAY.hex(), "--chainstate", str(tmp_path / "cs.json"),

@@ -19,18 +19,6 @@ from chunkstore.swarm.proximity import proximity
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac, random_soc
 
 
-@pytest.fixture
-def batch():
-    return make_batch(1)
-
-
-@pytest.fixture
-def store(tmp_path, batch):
-    s = open_store(str(tmp_path / "store"), batches=[batch])
-    yield s
-    s.close()
-
-
 @pytest.mark.parametrize("size", [0, 1, 100, HEAD_SIZE - 8, HEAD_SIZE - 7, 4096])
 def test_cac_round_trip(store, batch, size):
     addr, data = random_cac(size)

@@ -18,7 +18,6 @@ from tests.swarm.recipe import (
     EXPECTED_SAMPLE_ADDRESS,
     SIGNER,
     load_vector,
-    recipe_chunks,
 )
 
 CHOSEN = {"proof1": 0, "proof2": 3, "proofLast": 15}  # r1, r2, r3 for anchor2 = 30
@@ -29,8 +28,8 @@ def h(x: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def ordered():
-    return sorted(recipe_chunks(), key=lambda c: c.transformed_address)
+def ordered(regression_recipe):
+    return sorted(regression_recipe, key=lambda c: c.transformed_address)
 
 
 def test_sample_chunk_address(ordered):
