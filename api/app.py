@@ -16,7 +16,7 @@ from aiohttp import web
 
 import chunkstore
 from chunkstore.reserve import ReserveStore, ReserveWorker
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from sampler import SampleResult, reserve_sample_async
 
 from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status

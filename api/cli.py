@@ -111,7 +111,7 @@ def sample_parser() -> argparse.ArgumentParser:
 def sample_main(argv: list[str]) -> int:
     args = sample_parser().parse_args(_own(argv, "sample"))
     from chunkstore.reserve import ReserveStore
-    from chunkstore.swarm.bmt import accelerated as hashing
+    from chunkstore.swarm.bmt import backend as hashing
     from chunkstore.swarm.errors import SwarmError
     from chunkstore.transfer.progress import bar
     from sampler import InsufficientSample, expected_entries, make_inclusion_proofs, reserve_sample, sample_hash

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 
 from .errors import json_response
 from .state import AppState, state_of

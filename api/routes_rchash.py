@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from chunkstore.reserve import ReserveStore
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import MAX_ANCHOR_SIZE, MAX_PO, RESERVE_CAPACITY, SAMPLE_SIZE, ChunkType
 from chunkstore.swarm.errors import SwarmError
 from sampler import ChunkInclusionProofs, InsufficientSample, SampleItem

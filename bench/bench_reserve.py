@@ -27,22 +27,17 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload
 
-from bench_store import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload  # noqa: E402
-
-from chunkstore.reserve import ReserveOptions, ReserveStore, ReserveWorker  # noqa: E402
-from chunkstore.store.batchstore import Batch  # noqa: E402
-from chunkstore.swarm.cac import make_cac  # noqa: E402
-from chunkstore.swarm.proximity import proximity  # noqa: E402
-from chunkstore.swarm.signer import Signer  # noqa: E402
-from chunkstore.swarm.stamp import bucket_of, sign_stamp  # noqa: E402
+from chunkstore.reserve import ReserveOptions, ReserveStore, ReserveWorker
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.proximity import proximity
+from chunkstore.swarm.signer import Signer
 
 OVERLAY = bytes.fromhex("9e" + "51" * 31)
 UPLOAD_PO = 4
@@ -50,19 +45,16 @@ UPLOAD_PO = 4
 
 def upload_set(n: int, seed: int, first_position: int) -> list[tuple[bytes, bytes]]:
     """(data, stamp) of ``n`` fresh full chunks with proximity >= UPLOAD_PO to the overlay."""
-    signer = Signer(KEY)
+    positions = range(first_position, 1 << (DEPTH - BUCKET_DEPTH))
+    issuer = StampIssuer(Signer(KEY), BATCH_ID, DEPTH, BUCKET_DEPTH, positions=positions)
     rng = random.Random(seed)
-    used: dict[int, int] = {}
     out = []
     while len(out) < n:
         data = rng.randbytes(4096)
         addr, chunk = make_cac(data)
         if proximity(OVERLAY, addr) < UPLOAD_PO:
             continue
-        bucket = bucket_of(addr, BUCKET_DEPTH)
-        pos = used.get(bucket, first_position)
-        used[bucket] = pos + 1
-        out.append((chunk, sign_stamp(signer, addr, BATCH_ID, bucket, pos, 1_800_000_000_000_000_000 + len(out)).to_bytes()))
+        out.append((chunk, issuer.stamp(addr, timestamp_ns=1_800_000_000_000_000_000 + len(out)).to_bytes()))
     return out
 
 

@@ -31,18 +31,15 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
+from benchlib import cache_dir
 
-import numpy as np  # noqa: E402
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.signer import Signer
+from chunkstore.transfer.batchfile import dump_batches
 
-from chunkstore.store.batchstore import Batch  # noqa: E402
-from chunkstore.swarm.keccak import keccak256  # noqa: E402
-from chunkstore.swarm.signer import Signer  # noqa: E402
-from chunkstore.swarm.stamp import bucket_of, sign_stamp  # noqa: E402
-from chunkstore.transfer.batchfile import dump_batches  # noqa: E402
-
-CACHE = os.path.join(ROOT, "bench", ".cache")
 FORMAT = 1  # bump when the cached tar's recipe changes
 BASE_TIME = 1_700_000_000_000_000_000
 DEPTH, BUCKET_DEPTH = 30, 16
@@ -60,7 +57,7 @@ def _batch() -> Batch:
 
 def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
     """Tar entries (headers, records, padding) of chunks lo..hi-1."""
-    from chunkstore.swarm.bmt import accelerated as hashing
+    from chunkstore.swarm.bmt import backend as hashing
     from chunkstore.swarm.soc import make_soc
     from chunkstore.transfer import tarformat as tarf
 
@@ -73,7 +70,7 @@ def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
     buf[:, 8:] = rng.integers(0, 256, size=(n, 4096), dtype=np.uint8)
     out = np.zeros((n, 32), np.uint8)
     hashing.bmt_hashes(buf, np.full(n, 4104, np.int64), np.zeros(n, np.int64), b"", out)
-    used: dict[int, int] = {}
+    issuer = StampIssuer(signer, batch.id, DEPTH, BUCKET_DEPTH, positions=range((lo // STEP) * 64, 1 << (DEPTH - BUCKET_DEPTH)))
     parts = []
     for i in range(n):
         data = buf[i].tobytes()
@@ -81,10 +78,7 @@ def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
         if rng.random() < soc_fraction:
             soc = make_soc(signer, rng.bytes(32), data)
             address, data = soc.address, soc.data
-        bucket = bucket_of(address, BUCKET_DEPTH)
-        pos = used.get(bucket, (lo // STEP) * 64)
-        used[bucket] = pos + 1
-        stamp = sign_stamp(signer, address, batch.id, bucket, pos, BASE_TIME + lo + i).to_bytes()
+        stamp = issuer.stamp(address, timestamp_ns=BASE_TIME + lo + i).to_bytes()
         size = 4 + len(data) + len(stamp)
         parts += [tarf.encode_header(address.hex().encode(), size), len(data).to_bytes(4, "big"), data, stamp,
                   bytes(tarf.padding(size))]
@@ -93,8 +87,7 @@ def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
 
 def source_tar(n: int, soc_fraction: float) -> str:
     """The reference node's export of n chunks, from the cache or made in parallel."""
-    os.makedirs(CACHE, exist_ok=True)
-    path = os.path.join(CACHE, f"transfer-n{n}-soc{int(soc_fraction * 100)}-f{FORMAT}.tar")
+    path = os.path.join(cache_dir(), f"transfer-n{n}-soc{int(soc_fraction * 100)}-f{FORMAT}.tar")
     if os.path.exists(path):
         return path
     t = time.perf_counter()

@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.store.layout import neighbourhood_range
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import SAMPLE_SIZE, SOC_HEADER_SIZE, ChunkType
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.stamp import Stamp, validate_stamp

@@ -39,7 +39,7 @@ import numpy as np
 from chunkstore.store.errors import ChunkNotFound
 from chunkstore.store.shard import ShardReader, ShardSnapshot
 from chunkstore.swarm.bmt import ROW_STRIDE
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
 
 from .candidates import Candidate, CandidateSet, Key

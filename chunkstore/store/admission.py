@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chunkstore.swarm.bmt.accelerated import chunk_hash
+from chunkstore.swarm.bmt.backend import chunk_hash
 from chunkstore.swarm.cac import is_valid_cac
 from chunkstore.swarm.constants import (
     ADDRESS_SIZE,

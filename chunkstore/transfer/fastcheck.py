@@ -3,9 +3,9 @@
 Gives, for each record, exactly what ``admission.admit(data, stamp, lookup,
 address)`` decides one record at a time (accepted as CAC, accepted as SOC,
 or refused), but hashes in batches: BMT hashes through
-:func:`chunkstore.swarm.bmt.accelerated.bmt_hashes` (numba kernels, or the pysha3
+:func:`chunkstore.swarm.bmt.backend.bmt_hashes` (numba kernels, or the pysha3
 fallback), the keccaks of stamp digests, personal-sign digests and public
-keys through :func:`chunkstore.swarm.bmt.accelerated.keccak256_batch`; only the signature
+keys through :func:`chunkstore.swarm.bmt.backend.keccak256_batch`; only the signature
 recoveries (coincurve) remain one call per record. Bucket and position
 bounds are numpy column checks.
 
@@ -82,9 +82,8 @@ class Validator:
     """Checks records in groups of at most ``rows`` against a ``BatchTable``."""
 
     def __init__(self, table: BatchTable, rows: int = 256) -> None:
-        from chunkstore.swarm.bmt import (
-            accelerated as hashing,  # the numba kernels compile (or load from cache) here, in the worker
-        )
+        # The numba kernels compile (or load from the cache) here, in the worker.
+        from chunkstore.swarm.bmt import backend as hashing
 
         self.hashing = hashing
         self.table = table

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 import tests.sampler.textbook as textbook
 from api.routes_rchash import _estimate
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import ChunkType
 from tests.api.test_api import build
 from tests.api.test_api_rchash import filled_store

@@ -39,7 +39,7 @@ def test_prints_the_rchash_answer(store_dir, capsys):
     assert doc["proofs"] == want["proofs"]
     assert doc["stats"]["total_iterated"] == res.stats.total_iterated
     assert doc["storageRadius"] == 0
-    from chunkstore.swarm.bmt import accelerated as hashing
+    from chunkstore.swarm.bmt import backend as hashing
 
     assert doc["hashBackend"] == {**hashing.backend_info().as_dict(), "usedBySample": res.hash_backend}
 

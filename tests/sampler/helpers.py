@@ -187,7 +187,7 @@ def faulty_backend(monkeypatch, wrong: dict[bytes, bytes]) -> None:
     """
     import numpy as np
 
-    from chunkstore.swarm.bmt import accelerated as hashing
+    from chunkstore.swarm.bmt import backend as hashing
 
     real = hashing.transformed_addresses
 

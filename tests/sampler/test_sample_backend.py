@@ -13,7 +13,7 @@ import logging
 
 import pytest
 
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import SAMPLE_SIZE, ChunkType
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.signer import Signer
@@ -152,7 +152,7 @@ def test_reference_rerun_in_worker_processes(world, monkeypatch):
 def test_demote_switches_the_process_to_the_reference(keep_backend, caplog):
     data = (300).to_bytes(8, "little") + bytes(range(256)) + b"x" * 44
     fast = hashing.chunk_hash(data, b"pre")
-    with caplog.at_level(logging.ERROR, logger="chunkstore.swarm.bmt.accelerated"):
+    with caplog.at_level(logging.ERROR, logger="chunkstore.swarm.bmt.backend"):
         hashing.demote("test: wrong answer for chunk 00ff")
     assert "demoted" in caplog.text
     info = hashing.backend_info()

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.bmt import reference as bmt
 from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.keccak import keccak256
@@ -341,7 +341,7 @@ def run_python(code: str, **env: str) -> str:
 
 CHECK = """
 import sys
-from chunkstore.swarm.bmt import accelerated as hashing
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.bmt import reference as bmt
 assert hashing.chunk_hash(bytes(8) + b"abc", b"pre") == bmt.chunk_hash(bytes(8) + b"abc", b"pre")
 print("BACKEND=" + hashing.BACKEND, "numba-imported=" + str("numba" in sys.modules))
@@ -369,7 +369,7 @@ def test_missing_numba_falls_back_with_a_warning() -> None:
 def test_wrong_kernel_answer_falls_back() -> None:
     # A kernel that disagrees with the reference (a miscompile) must never go live.
     code = "import chunkstore.swarm.bmt.reference as b; real = b.chunk_hash; b.chunk_hash = lambda d, p=b'': real(d, p + b'!')\n"
-    out = run_python(code + "from chunkstore.swarm.bmt import accelerated as hashing; print('BACKEND=' + hashing.BACKEND)")
+    out = run_python(code + "from chunkstore.swarm.bmt import backend as hashing; print('BACKEND=' + hashing.BACKEND)")
     expected = "pysha3" if hashing.BACKEND == "numba" else hashing.BACKEND
     assert f"BACKEND={expected}" in out
 

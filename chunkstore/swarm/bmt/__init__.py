@@ -3,11 +3,11 @@
 - :mod:`.reference`: the BMT as the protocol defines it, on safe-pysha3
   (hashes, levels, proofs). The yardstick every faster path is tested against.
 - :mod:`.numba_kernels`: Keccak-f[1600] and the whole tree as numba kernels.
-- :mod:`.accelerated`: picks the kernels (checked against the reference at
+- :mod:`.backend`: picks the kernels (checked against the reference at
   start-up) or falls back to the reference, and offers one-chunk and batch
   functions that give the same bytes either way.
 
-The first use of an accelerated name selects the backend. ``chunk_hash``
+The first use of a backend name (below) selects the backend. ``chunk_hash``
 and ``zero_hashes`` here run on that backend; the proof functions are the
 reference's. Callers that must stay independent of the kernels (the sample's
 re-derivation of a loaded chunk) import :mod:`.reference` directly.
@@ -21,9 +21,10 @@ from ..constants import BMT_DEPTH, BRANCHES, CHUNK_SIZE, SEGMENT_SIZE, SPAN_SIZE
 from .reference import Proof, bmt_hash, bmt_levels, bmt_root, proof_root_hash, prove, verify_proof
 
 if TYPE_CHECKING:
-    from .accelerated import (
+    from .backend import (
         BACKEND,
         ROW_STRIDE,
+        backend_info,
         bmt_hashes,
         chunk_hash,
         keccak256_batch,
@@ -34,16 +35,17 @@ if TYPE_CHECKING:
 # Loaded on first use, not with the package: selecting the backend compiles (or loads) the
 # kernels and checks them against the reference, which must be complete (and may be
 # replaced, in a test) by then; and callers of the reference alone never pay for it.
-_ACCELERATED = frozenset(
-    ("BACKEND", "ROW_STRIDE", "bmt_hashes", "chunk_hash", "keccak256_batch", "transformed_addresses", "zero_hashes")
-)
+_BACKEND_NAMES = frozenset(
+    ("BACKEND", "ROW_STRIDE", "backend_info", "bmt_hashes", "chunk_hash", "keccak256_batch",
+     "transformed_addresses", "zero_hashes")
+)  # fmt: skip
 
 
 def __getattr__(name: str) -> object:
-    if name in _ACCELERATED:
-        from . import accelerated
+    if name in _BACKEND_NAMES:
+        from . import backend
 
-        return getattr(accelerated, name)
+        return getattr(backend, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -56,6 +58,7 @@ __all__ = [
     "SPAN_SIZE",
     "ROW_STRIDE",
     "Proof",
+    "backend_info",
     "bmt_hash",
     "bmt_hashes",
     "bmt_levels",

@@ -1,6 +1,6 @@
 """Numba kernels: Keccak-f[1600] over uint64 lanes and a batched (prefixed) BMT.
 
-This is the fast path behind :mod:`.accelerated`; :mod:`.reference`
+This is the fast path behind :mod:`.backend`; :mod:`.reference`
 (safe-pysha3) is the reference it is tested against. Everything here is
 original Keccak-256 (pad byte 0x01, final bit 0x80, rate 136 bytes).
 
