@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from chunkstore.swarm.constants import (
     BLOCK_TIME,
@@ -133,7 +134,7 @@ def _balance(value: str) -> int:
 
 
 # (flag, type, help); a type of bool marks a switch. Defaults are those of ``Config``.
-_OPTIONS: list[tuple[str, object, str]] = [
+_OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--data-dir", str, "directory of the store (created when missing)"),
     ("--host", str, "address to listen on"),
     ("--port", _port, "TCP port (0 picks a free one; the log says which)"),

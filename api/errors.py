@@ -84,7 +84,7 @@ def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | 
     return resp
 
 
-def error_payload(status: int, message: str | None = None, reasons: Iterable[Mapping[str, str]] | None = None) -> dict:
+def error_payload(status: int, message: str | None = None, reasons: Iterable[Mapping[str, str]] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"code": status, "message": message or status_text(status)}
     reasons = list(reasons or ())
     if reasons:

@@ -20,7 +20,7 @@ from concurrent.futures import Executor
 from chunkstore.store.store import ChunkStore, PutResult
 
 MAX_GROUP = 128
-Outcome = tuple[bool, PutResult | BaseException]  # (ok, result or the error to raise)
+Outcome = PutResult | BaseException  # each item's result, or the error its request raises
 
 
 class PutQueue:
@@ -54,15 +54,15 @@ class PutQueue:
             try:
                 outcomes = await loop.run_in_executor(self._executor, self._write, items)
             except BaseException as exc:  # the pool is gone (shutdown): fail this group, keep draining
-                outcomes = [(False, exc)] * len(group)
+                outcomes = [exc] * len(group)
             self.groups += 1
-            for (_, _, _, fut), (ok, value) in zip(group, outcomes, strict=True):
+            for (_, _, _, fut), outcome in zip(group, outcomes, strict=True):
                 if fut.done():
                     continue
-                if ok:
-                    fut.set_result(value)
+                if isinstance(outcome, BaseException):
+                    fut.set_exception(outcome)
                 else:
-                    fut.set_exception(value)
+                    fut.set_result(outcome)
 
     def _write(self, items: list[tuple[bytes, bytes, bytes | None]]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(items)
@@ -70,7 +70,7 @@ class PutQueue:
         if len(plain) > 1:
             try:
                 for i, r in zip(plain, self._store.put_many([items[i][:2] for i in plain]), strict=True):
-                    out[i] = (True, r)
+                    out[i] = r
             except Exception:
                 self.fallbacks += 1  # someone's item is bad: give each its own answer below
         for i, (data, stamp, address) in enumerate(items):
@@ -78,7 +78,7 @@ class PutQueue:
                 continue
             try:
                 result = self._store.put(data, stamp) if address is None else self._store.put(data, stamp, address=address)
-                out[i] = (True, result)
+                out[i] = result
             except Exception as exc:
-                out[i] = (False, exc)
-        return out  # type: ignore[return-value]
+                out[i] = exc
+        return [o for o in out if o is not None]  # every item has its outcome by now

@@ -9,6 +9,7 @@ least 1 s). Every run, failed or not, is recorded in the metrics.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -65,7 +66,7 @@ class SampleCoordinator:
         if task is None:
             task = asyncio.ensure_future(self._run(depth, anchor, consensus_time))
             self._inflight[key] = task
-            task.add_done_callback(lambda t, k=key: self._done(k, t))
+            task.add_done_callback(functools.partial(self._done, key))
         # shield: one waiter going away must not cancel the sample the others share
         return await asyncio.shield(task)
 

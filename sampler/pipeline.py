@@ -54,7 +54,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -310,6 +310,7 @@ class _Phase1:
             try:
                 out.append(fut.result())
             except BrokenProcessPool as exc:
+                assert self.pool is not None  # only pool futures break this way
                 _POOL.discard(self.pool)
                 raise SamplerWorkerError(task.shard, f"worker process died: {exc}") from exc
             except SamplerWorkerError:
@@ -404,7 +405,7 @@ def _accelerated_taddr(address: bytes, data: bytes, chunk_type: int, anchor: byt
         row, np.array([len(data)], np.int64), np.array([offset], np.int64), soc_address,
         np.array([chunk_type == ChunkType.SOC], np.uint8), anchor, out,
     )  # fmt: skip
-    return out[0].tobytes()
+    return cast(bytes, out[0].tobytes())
 
 
 class _Phase2:

@@ -52,6 +52,10 @@ class SampleSource(Protocol):
     @property
     def reserve(self) -> ReserveView: ...
 
+    def shard_of(self, address: bytes) -> int:
+        """The shard holding the chunk at ``address``."""
+        ...
+
     def shard(self, index: int) -> Shard:
         """A shard's read side in this process (snapshots for in-process scans, counters)."""
         ...

@@ -166,12 +166,12 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
     entries = iter(()) if key_range is None else snap.iter_range(*key_range)
 
     buf = np.zeros((ROWS, STRIDE), np.uint8)
-    rows = [memoryview(buf[i]) for i in range(ROWS)]
+    rows = [buf[i].data for i in range(ROWS)]
     lengths = np.zeros(ROWS, np.int64)
     offsets = np.zeros(ROWS, np.int64)
     is_soc = np.zeros(ROWS, np.uint8)
     soc_addresses = np.zeros((ROWS, 32), np.uint8)
-    soc_view = memoryview(soc_addresses.reshape(-1))
+    soc_view = soc_addresses.reshape(-1).data
     out = np.zeros((ROWS, 32), np.uint8)
 
     cands = CandidateSet(task.k, task.after)

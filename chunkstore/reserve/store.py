@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 
 from chunkstore.store.layout import DEFAULT_MAP_SIZE
-from chunkstore.store.policy import PolicyFactory
-from chunkstore.store.store import ChunkStore
+from chunkstore.store.store import ChunkStore, PolicyFactory
 
 from .options import ReserveOptions
 from .reserve import Reserve

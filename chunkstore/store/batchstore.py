@@ -12,6 +12,7 @@ already refused); a purge asked to stop part-way leaves the mark too.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import lmdb
 
 from chunkstore.swarm.constants import BATCH_ID_SIZE, ETH_ADDRESS_SIZE, MAX_BATCH_DEPTH, MAX_BUCKET_DEPTH, UINT64_MAX
 
+from .envs import Database
 from .errors import BatchExists, InvalidBatch, StoreCorrupt, StoreReadOnly, UnknownBatch
 from .layout import u64
 
@@ -125,7 +127,7 @@ class BatchStore:
     def __init__(
         self,
         env: lmdb.Environment,
-        db: object,
+        db: Database,
         *,
         readonly: bool,
         write_lock: Callable[[], AbstractContextManager[object]],
@@ -159,13 +161,13 @@ class BatchStore:
         with self._env.begin() as txn:
             return txn.get(bytes(batch_id), db=self._db)
 
-    def list(self) -> list[Batch]:
+    def list(self) -> builtins.list[Batch]:
         """Every live batch, in id order."""
-        return list(self)
+        return builtins.list(self)
 
     def __iter__(self) -> Iterator[Batch]:
         with self._env.begin() as txn:
-            items = list(txn.cursor(db=self._db).iternext())
+            items = builtins.list(txn.cursor(db=self._db).iternext())
         for key, raw in items:
             batch = self._live(key, raw)
             if batch is not None:
@@ -177,7 +179,7 @@ class BatchStore:
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
-    def removing(self) -> list[bytes]:
+    def removing(self) -> builtins.list[bytes]:
         """Ids of batches whose removal was started but not finished."""
         with self._env.begin() as txn:
             return [bytes(k) for k, raw in txn.cursor(db=self._db).iternext() if decode_batch(k, raw)[1] == _REMOVING]

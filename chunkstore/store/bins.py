@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import lmdb
 
@@ -23,6 +22,7 @@ from chunkstore.swarm.constants import ADDRESS_SIZE, PROXIMITY_BINS
 from chunkstore.swarm.proximity import proximity
 
 from .layout import INFO_BINS, INFO_OVERLAY
+from .shard import Shard
 
 _BINS = struct.Struct(f">{PROXIMITY_BINS}Q")
 
@@ -38,14 +38,14 @@ def decode_bins(raw: bytes | memoryview | None) -> list[int] | None:
     return list(_BINS.unpack(bytes(raw)))
 
 
-def read_counters(txn: lmdb.Transaction, shard: Any) -> tuple[bytes | None, list[int] | None]:
+def read_counters(txn: lmdb.Transaction, shard: Shard) -> tuple[bytes | None, list[int] | None]:
     """``(overlay, bins)`` as stored in a shard's info (either may be None)."""
     raw = txn.get(INFO_OVERLAY, db=shard.info_db)
     overlay = bytes(raw) if raw is not None and len(raw) == ADDRESS_SIZE else None
     return overlay, decode_bins(txn.get(INFO_BINS, db=shard.info_db))
 
 
-def count_bins(txn: lmdb.Transaction, shard: Any, overlay: bytes) -> list[int]:
+def count_bins(txn: lmdb.Transaction, shard: Shard, overlay: bytes) -> list[int]:
     """Count a shard's stamp entries per bin by scanning the stamp keys (no values, no chunk data)."""
     counts = [0] * PROXIMITY_BINS
     last_prefix = b""
@@ -58,18 +58,18 @@ def count_bins(txn: lmdb.Transaction, shard: Any, overlay: bytes) -> list[int]:
     return counts
 
 
-def counters_valid(txn: lmdb.Transaction, shard: Any, overlay: bytes) -> bool:
+def counters_valid(txn: lmdb.Transaction, shard: Shard, overlay: bytes) -> bool:
     """Counters present, for ``overlay``, and summing to the entry count LMDB keeps."""
     stored_overlay, bins = read_counters(txn, shard)
     return stored_overlay == overlay and bins is not None and sum(bins) == txn.stat(shard.stamps)["entries"]
 
 
-def write_counters(txn: lmdb.Transaction, shard: Any, overlay: bytes, counts: Sequence[int]) -> None:
+def write_counters(txn: lmdb.Transaction, shard: Shard, overlay: bytes, counts: Sequence[int]) -> None:
     txn.put(INFO_OVERLAY, overlay, db=shard.info_db)
     txn.put(INFO_BINS, encode_bins(counts), db=shard.info_db)
 
 
-def sync_counters(shards: Iterable[Any], overlay: bytes) -> list[int]:
+def sync_counters(shards: Iterable[Shard], overlay: bytes) -> list[int]:
     """Make every shard's counters refer to ``overlay`` and be right; returns the shards recounted.
 
     One write transaction per shard recounted, so a crash part-way leaves
@@ -87,7 +87,7 @@ def sync_counters(shards: Iterable[Any], overlay: bytes) -> list[int]:
     return recounted
 
 
-def shard_totals(shards: Iterable[Any], overlay: bytes) -> tuple[int, list[int]]:
+def shard_totals(shards: Iterable[Shard], overlay: bytes) -> tuple[int, list[int]]:
     """``(entries, entries per bin)`` over all shards, each shard read in one transaction.
 
     Bins come from the counters where they are valid for ``overlay``, else

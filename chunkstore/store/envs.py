@@ -14,8 +14,15 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 import lmdb
+
+if TYPE_CHECKING:
+    # What Environment.open_db returns; py-lmdb names it only in its type stubs.
+    Database: TypeAlias = lmdb._Database
+else:
+    Database = object
 
 from .errors import StoreReadOnly
 from .layout import MAX_READERS

@@ -81,7 +81,7 @@ def shard_dir(index: int) -> str:
     return f"shard-{index:03d}"
 
 
-def shard_path(root: str | os.PathLike, index: int) -> str:
+def shard_path(root: str | os.PathLike[str], index: int) -> str:
     return os.path.join(os.fspath(root), shard_dir(index))
 
 
@@ -103,11 +103,11 @@ def u64(n: int) -> bytes:
 
 
 def read_u32(b: bytes | memoryview) -> int:
-    return _U32.unpack(b)[0]
+    return int(_U32.unpack(b)[0])
 
 
 def read_u64(b: bytes | memoryview) -> int:
-    return _U64.unpack(b)[0]
+    return int(_U64.unpack(b)[0])
 
 
 def slot_key(batch_id: bytes, index: bytes) -> bytes:

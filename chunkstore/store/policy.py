@@ -3,7 +3,7 @@
 The store calls a ``StorePolicy`` at four points and never imports what
 implements it, so it knows nothing of radius, capacity or chain state. The
 policy is registered when the store opens (``ChunkStore(..., policy=factory)``):
-the factory gets the store before open-time recovery runs, so whatever the
+the factory (``store.PolicyFactory``) gets the store before open-time recovery runs, so whatever the
 policy sets up (the reserve syncs its bin counters) is in place for every
 write, recovery's included.
 """
@@ -11,10 +11,7 @@ write, recovery's included.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from .store import ChunkStore
+from typing import Protocol
 
 AddressCheck = Callable[[bytes], None]
 
@@ -36,9 +33,6 @@ class StorePolicy(Protocol):
     def close(self) -> None:
         """The store is closing: stop whatever runs on it (background eviction) first."""
         ...
-
-
-PolicyFactory = Callable[["ChunkStore"], StorePolicy]
 
 
 class OpenPolicy:

@@ -24,9 +24,18 @@ def resolve_pending(shards: list[Shard]) -> int:
     keys = {key for found in by_shard.values() for key in found}
     if not keys:
         return 0
-    run(shards, lambda session: [session.resolve(key) for key in sorted(keys)])
+    def settle(session: WriteSession) -> None:
+        for key in sorted(keys):
+            session.resolve(key)
+
+    def forget(session: WriteSession) -> None:
+        for s, found in by_shard.items():
+            if found:
+                session.clear_pending(s, found)
+
+    run(shards, settle)
     # Only once the evictions are durable may the records that ask for them go.
-    run(shards, lambda session: [session.clear_pending(s, found) for s, found in by_shard.items() if found])
+    run(shards, forget)
     return len(keys)
 
 

@@ -22,7 +22,7 @@ import lmdb
 from chunkstore.swarm.constants import ADDRESS_SIZE
 from chunkstore.swarm.stamp import Stamp
 
-from .envs import acquire_env, release_env
+from .envs import Database, acquire_env, release_env
 from .errors import BufferTooSmall, ChunkNotFound, StoreFormatError
 from .layout import (
     DB_CHUNKS,
@@ -53,7 +53,7 @@ Buffer = bytearray | memoryview
 _TYPE_TS = struct.Struct(">BQ")
 
 
-def check_info(env: lmdb.Environment, db: Any, where: str) -> dict[bytes, bytes]:
+def check_info(env: lmdb.Environment, db: Database, where: str) -> dict[bytes, bytes]:
     """Read an ``info`` database and refuse anything but this build's format."""
     with env.begin() as txn:
         info = dict(txn.cursor(db=db).iternext())
@@ -72,11 +72,12 @@ def check_info(env: lmdb.Environment, db: Any, where: str) -> dict[bytes, bytes]
 class Shard:
     """Read access to one shard environment (also the base of the writer's view)."""
 
-    def __init__(self, root: str | os.PathLike, index: int, *, readonly: bool, map_size: int = DEFAULT_MAP_SIZE) -> None:
+    def __init__(self, root: str | os.PathLike[str], index: int, *, readonly: bool, map_size: int = DEFAULT_MAP_SIZE) -> None:
         self.index = index
         self.path = shard_path(root, index)
         if not os.path.isfile(os.path.join(self.path, "data.mdb")):
             raise StoreFormatError(f"{self.path}: shard {index} is missing")
+        self._closed = False
         self.env = acquire_env(self.path, readonly=readonly, map_size=map_size, max_dbs=len(SHARD_DBS))
         try:
             dbs = {name: self.env.open_db(name, create=False) for name in SHARD_DBS}
@@ -100,9 +101,9 @@ class Shard:
             raise StoreFormatError(f"{self.path}: environment says it is shard {read_u32(info[INFO_SHARD])}, not {index}")
 
     def close(self) -> None:
-        if self.env is not None:
+        if not self._closed:
+            self._closed = True
             release_env(self.env)
-            self.env = None
 
     # Everything below opens its own short read transaction.
 
@@ -231,7 +232,7 @@ class ShardReader(Shard):
     with zero-copy ``view(address)``.
     """
 
-    def __init__(self, path: str | os.PathLike, shard_index: int, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
+    def __init__(self, path: str | os.PathLike[str], shard_index: int, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
         super().__init__(path, shard_index, readonly=True, map_size=map_size)
 
     def __enter__(self) -> ShardReader:
@@ -286,7 +287,7 @@ def txn_stamp_entries(txn: lmdb.Transaction, shard: Shard, address: bytes) -> li
     return out
 
 
-def iter_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> Iterator[tuple[Any, Any]]:
+def iter_prefix(txn: lmdb.Transaction, db: Database, prefix: bytes) -> Iterator[tuple[Any, Any]]:
     """Items whose key starts with ``prefix``, in key order."""
     cur = txn.cursor(db=db)
     if not cur.set_range(prefix):

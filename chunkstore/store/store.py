@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any, Self
 
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidChunk
@@ -28,13 +29,16 @@ from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
 from .errors import PurgeInterrupted, StoreFormatError, StoreReadOnly, UnknownBatch
 from .files import MetaEnv, open_meta
 from .layout import DEFAULT_MAP_SIZE, DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
-from .policy import OpenPolicy, PolicyFactory, StorePolicy
+from .policy import OpenPolicy, StorePolicy
 from .recovery import recover
 from .shard import Buffer, Entry, Shard
 from .writelock import WriterLock
 from .writes import WriteSession
 
-__all__ = ["ChunkStore", "ChunkType", "PutResult"]
+__all__ = ["ChunkStore", "ChunkType", "PolicyFactory", "PutResult"]
+
+# Builds the policy of a store being opened (the reserve's: chunkstore.reserve.store).
+PolicyFactory = Callable[["ChunkStore"], StorePolicy]
 
 # Slots removed per transaction when purging a batch: bounds a transaction's
 # dirty pages however large the batch.
@@ -59,7 +63,7 @@ class ChunkStore:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         shards: int | None = None,
         *,
         readonly: bool = False,
@@ -130,7 +134,7 @@ class ChunkStore:
             if self._lock is not None:
                 self._lock.close()
 
-    def __enter__(self) -> ChunkStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -226,16 +230,19 @@ class ChunkStore:
     def chunk_count(self) -> int:
         return sum(s.counts()["chunks"] for s in self._shards)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Counts of chunks, stamp entries, slots and data bytes, total and per shard.
 
         Entry counts come from LMDB's own per-database counters and bytes from
         a counter kept in each shard's info database, so this reads no chunk.
         """
         per_shard = [s.counts() for s in self._shards]
-        out = {key: sum(c[key] for c in per_shard) for key in ("chunks", "stamps", "slots", "bytes", "pending")}
-        with self._meta.env.begin() as txn:
-            out["batches"] = txn.stat(self._meta.batches)["entries"]
+        out: dict[str, Any] = {
+            key: sum(c[key] for c in per_shard) for key in ("chunks", "stamps", "slots", "bytes", "pending")
+        }
+        meta = self.meta
+        with meta.env.begin() as txn:
+            out["batches"] = txn.stat(meta.batches)["entries"]
         out["shards"] = self.shard_count
         out["per_shard"] = per_shard
         return out

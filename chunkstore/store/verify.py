@@ -40,9 +40,8 @@ from .layout import (
     slot_value,
     u64,
 )
-from .policy import PolicyFactory
 from .shard import Shard, iter_prefix, txn_load
-from .store import ChunkStore
+from .store import ChunkStore, PolicyFactory
 from .writes import WriteSession
 
 Fix = Callable[[WriteSession], None]
@@ -340,15 +339,24 @@ def _move_home(s: int, addr: bytes) -> Fix:
 
 
 def _drop_slot(s: int, key: bytes) -> Fix:
-    return lambda session: session.write(s).delete(key, db=session.shards[s].slots)
+    def fix(session: WriteSession) -> None:
+        session.write(s).delete(key, db=session.shards[s].slots)
+
+    return fix
 
 
 def _drop_tail(s: int, addr: bytes) -> Fix:
-    return lambda session: session.write(s).delete(addr, db=session.shards[s].tails)
+    def fix(session: WriteSession) -> None:
+        session.write(s).delete(addr, db=session.shards[s].tails)
+
+    return fix
 
 
 def _set_type(s: int, key: bytes, value: bytes, kind: ChunkType) -> Fix:
-    return lambda session: session.write(s).put(key, bytes((kind,)) + value[1:], db=session.shards[s].stamps)
+    def fix(session: WriteSession) -> None:
+        session.write(s).put(key, bytes((kind,)) + value[1:], db=session.shards[s].stamps)
+
+    return fix
 
 
 def _restore_slot(s: int, addr: bytes, slot: bytes, ts: bytes) -> Fix:

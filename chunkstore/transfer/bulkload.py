@@ -55,7 +55,7 @@ from chunkstore.swarm.stamp import Stamp, split_index
 from .errors import ImportRefused
 from .fastcheck import BatchTable
 from .mapped import release
-from .runs import ADDR, ENTRY_KEY, ROW, SLOT_KEY, STAMP_VALUE, TAIL_AT, Cursor, Run, merge_blocks
+from .runs import ADDR, ENTRY_KEY, ROW, SLOT_KEY, STAMP_VALUE, TAIL_AT, Cursor, Piece, Run, merge_blocks
 
 UNDECIDED, WRITE, NOOP, REPLACED, SLOW, REFUSED, OUTSIDE = range(7)
 MAX_LISTED = 1000  # refusals kept with their message; the rest are only counted
@@ -146,7 +146,7 @@ def plan(
     return planner.unsure
 
 
-def _blocks(cursors: list[Cursor]) -> Iterator[tuple[list, bool]]:
+def _blocks(cursors: list[Cursor]) -> Iterator[tuple[list[Piece], bool]]:
     for pieces in merge_blocks(cursors):
         yield pieces, all(c.final and not c.remaining() for c in cursors)
 
@@ -226,7 +226,7 @@ class _Planner:
         if holders:
             top_ts, _, top_addr = max(holders)
             cur = (-1, top_ts, top_addr)
-        accepted = []
+        accepted: list[int] = []
         for o, t, a in zip(ords, times, addrs, strict=True):
             if cur is None or t > cur[1]:
                 if cur is not None and cur[0] >= 0:
@@ -495,7 +495,7 @@ def publish(
         report.written += writer.written
 
 
-def _publish_block(writer: _ShardAppender, pieces: list, status: np.ndarray) -> int:
+def _publish_block(writer: _ShardAppender, pieces: list[Piece], status: np.ndarray) -> int:
     """The block's rows decided WRITE, from every run, in key order, to the writer; how many."""
     rows, data, src, offs = [], [], [], []
     for p in pieces:
@@ -503,7 +503,8 @@ def _publish_block(writer: _ShardAppender, pieces: list, status: np.ndarray) -> 
         if len(pick):
             chosen = p.rows[pick]
             rows.append(chosen)
-            data.append(memoryview(p.data))
+            assert p.data is not None  # shard cursors hand out the rows' data with them
+            data.append(p.data.data)
             src.append(np.full(len(pick), len(data) - 1, np.int64))
             offs.append(chosen["off"].astype(np.int64) - p.base)
     if not rows:

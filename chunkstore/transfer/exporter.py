@@ -178,7 +178,7 @@ def write_snapshot(
     limit = max(frame_size, snap.RECORD_FIXED + snap.MAX_DATA)
     out.write(snap.encode_file_header(limit))
     frames: list[snap.FrameInfo] = []
-    inflight: deque[tuple[int, int, Future]] = deque()
+    inflight: deque[tuple[int, int, Future[tuple[bytes, int]]]] = deque()
     n = chunks = 0
     last = b""
     builder = _FrameBuilder(limit)
@@ -216,8 +216,8 @@ def write_snapshot(
 
 
 def export_reserve(
-    data_dir: str | os.PathLike,
-    destination: str | os.PathLike | BinaryIO,
+    data_dir: str | os.PathLike[str],
+    destination: str | os.PathLike[str] | BinaryIO,
     *,
     fmt: str = "tar",
     batches_out: str | None = None,
@@ -255,7 +255,7 @@ def export_reserve(
 
 
 @contextlib.contextmanager
-def _open_out(destination: str | os.PathLike | BinaryIO) -> Iterator[tuple[BinaryIO, str]]:
+def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[BinaryIO, str]]:
     if isinstance(destination, str | os.PathLike) and os.fspath(destination) == "-":
         stream = open(sys.stdout.fileno(), "wb", buffering=1 << 20, closefd=False)  # noqa: SIM115
         with stream:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from coincurve import PublicKey
@@ -64,10 +65,10 @@ class BatchTable:
             self.depths[i] = b.depth
             self.bucket_depths[i] = b.bucket_depth
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {"entries": self.entries}  # workers get the batches, and derive the columns themselves
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.entries = state["entries"]
         self._derive()
 
@@ -145,7 +146,8 @@ class Validator:
         ok = (lengths >= SPAN) & (lengths <= MAX_CAC)
         lens = np.where(ok, lengths, SPAN)  # a row that cannot be a CAC is hashed as a bare span, then ignored
         self.hashing.bmt_hashes(self.rows[:n], lens, self._zero[:n], b"", self._hashes)
-        return ok & (self._hashes[:n] == addresses).all(axis=1)
+        verdict: np.ndarray = ok & (self._hashes[:n] == addresses).all(axis=1)
+        return verdict
 
     def _soc(self, addresses: np.ndarray, lengths: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Which of the rows ``idx`` are valid SOCs at their address (soc.parse_soc + the address check)."""
@@ -159,7 +161,8 @@ class Validator:
         replica_bad = (owners == _REPLICAS).all(axis=1) & (wrapped[:, 1:] != ids[:, 1:]).any(axis=1)
         soc_addr = np.zeros((m, 32), np.uint8)
         h.keccak256_batch(np.concatenate([ids, owners], axis=1), np.full(m, 52, np.int64), soc_addr)
-        return recovered & ~replica_bad & (soc_addr == addresses[idx]).all(axis=1)
+        verdict: np.ndarray = recovered & ~replica_bad & (soc_addr == addresses[idx]).all(axis=1)
+        return verdict
 
     def _stamps(self, addresses: np.ndarray, stamps: np.ndarray, bidx: np.ndarray) -> np.ndarray:
         """validate_stamp for each row: signer is the batch owner, bucket matches, position in range."""
@@ -177,7 +180,8 @@ class Validator:
         pos = _be32(stamps[:, 36:40]).astype(np.uint64)
         bound = np.left_shift(np.uint64(1), np.minimum(free_bits, 63).astype(np.uint64))
         in_range = (free_bits >= 32) | (pos < bound)
-        return ok & (bucket == want) & in_range & (free_bits >= 0)
+        verdict: np.ndarray = ok & (bucket == want) & in_range & (free_bits >= 0)
+        return verdict
 
     def explain(self, address: bytes, data: bytes, stamp: bytes) -> str:
         """``admit``'s own refusal of a record the batch path refused."""

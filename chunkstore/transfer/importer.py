@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import cast
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from .workers import Workers
 
 DEFAULT_BUDGET = 512 * MiB
 STAGING = ".import-staging"
-Source = str | os.PathLike | BinaryIO
+Source = str | os.PathLike[str] | Readable  # a path, "-" (standard input), or an open binary stream
 
 
 @dataclass
@@ -111,7 +111,7 @@ def default_workers() -> int:
 
 
 def import_reserve(
-    data_dir: str | os.PathLike,
+    data_dir: str | os.PathLike[str],
     source: Source,
     *,
     batches: list[Batch] | None = None,
@@ -271,7 +271,7 @@ def _batch_table(
     entries: dict[bytes, tuple[Batch, bytes]] = {}
     seen: dict[bytes, bytes | None] = {}
     for b in store.batches.list() if store is not None else []:
-        raw = store.batches.raw(b.id)
+        raw = store.batches.raw(b.id) if store is not None else None
         if raw is not None:
             entries[b.id] = (b, raw)
             seen[b.id] = raw
@@ -303,18 +303,18 @@ def _register(store: ChunkStore, file_batches: list[Batch]) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def _open(source: Source) -> Iterator[tuple[BinaryIO, str, int | None]]:
+def _open(source: Source) -> Iterator[tuple[Readable, str, int | None]]:
     """The input as a binary stream, its name for messages, and its size if it is a regular file."""
     if isinstance(source, str | os.PathLike) and os.fspath(source) == "-":
         stream = open(sys.stdin.fileno(), "rb", buffering=1 << 20, closefd=False)  # noqa: SIM115
         with stream:
-            yield stream, "stdin", None
+            yield cast(Readable, stream), "stdin", None  # a BufferedReader, which typeshed calls BinaryIO
         return
     if isinstance(source, str | os.PathLike):
         path = os.fspath(source)
         with open(path, "rb", buffering=1 << 20) as stream:
             st = os.fstat(stream.fileno())
-            yield stream, path, st.st_size if os.path.isfile(path) else None
+            yield cast(Readable, stream), path, st.st_size if os.path.isfile(path) else None
         return
     yield source, getattr(source, "name", "stream"), None
 

@@ -19,18 +19,20 @@ import mmap
 import os
 
 _MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
-_libc = None
+_libc: ctypes.CDLL | None = None
+_libc_missing = False  # looked for and not found: do not look again
 
 
-def _madvise() -> object | None:
-    global _libc
-    if _libc is None:
+def _madvise() -> ctypes.CDLL | None:
+    global _libc, _libc_missing
+    if _libc is None and not _libc_missing:
         try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            _libc = libc
         except (OSError, AttributeError):
-            _libc = False
-    return _libc or None
+            _libc_missing = True
+    return _libc
 
 
 def release(data_file: str) -> int:
@@ -47,7 +49,7 @@ def release(data_file: str) -> int:
                 if len(parts) < 6 or parts[5].rstrip("\n") != target or "w" in parts[1]:
                     continue  # only the read-only mapping LMDB reads through
                 lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                if libc.madvise(lo, hi - lo, _MADV_DONTNEED) == 0:  # type: ignore[attr-defined]
+                if libc.madvise(lo, hi - lo, _MADV_DONTNEED) == 0:
                     advised += hi - lo
     except OSError:
         return advised

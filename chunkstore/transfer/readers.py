@@ -102,7 +102,9 @@ class PrefixedStream:
             buf[:n] = self._prefix[:n]
             self._prefix = self._prefix[n:]
             if not self._prefix:
-                self.readinto = self._stream.readinto  # type: ignore[method-assign]  # from now on, straight through
+                # From now on, straight through: no wrapper call per read. The stream's method has this
+                # method's signature (Readable), which mypy cannot match against a bound method.
+                self.readinto = self._stream.readinto  # type: ignore[method-assign,assignment]
             return n
         return self._stream.readinto(buf)
 

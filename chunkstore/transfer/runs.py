@@ -33,8 +33,10 @@ from chunkstore.swarm.constants import STAMP_SIZE
 KEY_SIZE = 73
 INDEX = np.dtype([("key", "S73"), ("ord", "<u8"), ("off", "<u8"), ("len", "<u2"), ("kind", "u1"), ("tail", "V73")])
 ROW = INDEX.itemsize
-KIND_AT = INDEX.fields["kind"][1]  # kind | tail = the store's stamp value
-TAIL_AT = INDEX.fields["tail"][1]
+_FIELDS = INDEX.fields
+assert _FIELDS is not None  # a structured dtype has fields
+KIND_AT: int = _FIELDS["kind"][1]  # kind | tail = the store's stamp value
+TAIL_AT: int = _FIELDS["tail"][1]
 STAMP_VALUE = slice(KIND_AT, ROW)
 # Slot rows: what deciding the slot rule needs, sorted by slot key then ordinal (input order).
 SLOT = np.dtype([("slot", "S40"), ("ord", "<u8"), ("ts", ">u8"), ("addr", "V32"), ("kind", "u1")])
@@ -102,7 +104,7 @@ class RunBuffer:
             rows["off"] = offsets - start + u
         else:
             at = u
-            arena, source = memoryview(self.arena), memoryview(src)  # memoryview slices copy with the least overhead
+            arena, source = self.arena.data, src.data  # memoryview slices copy with the least overhead
             for o, ln in zip(offsets.tolist(), lengths.tolist(), strict=True):
                 arena[at : at + ln] = source[o : o + ln]
                 at += ln
@@ -134,7 +136,7 @@ class RunBuffer:
         """Sort, write the run to ``directory``, and empty the buffer for reuse."""
         srt, bounds, slots = self._sort(shard_count)
         base = os.path.join(directory, f"run-{number:05d}")
-        arena = memoryview(self.arena)
+        arena = self.arena.data
         with open(base + ".dat", "wb", buffering=1 << 20) as f:
             for o, ln in zip(srt["off"].tolist(), srt["len"].tolist(), strict=True):
                 f.write(arena[o : o + ln])
@@ -273,16 +275,17 @@ class _FileCursor(Cursor):
         k = min(len(self._buf), self._hi - self._next)
         buf = self._buf[:k]
         self._f.seek(self._next * self._size)
-        self._f.readinto(memoryview(buf.view(np.uint8)))
+        self._f.readinto(buf.view(np.uint8).data)
         self._next += k
         self.window = buf
         self.pos = 0
         self.final = self._next >= self._hi
         if self._data is not None:
+            assert self._dbuf is not None  # allocated with the data file
             first = int(buf["off"][0])
             end = int(buf["off"][-1]) + int(buf["len"][-1])
             self._data.seek(first)
-            self._data.readinto(memoryview(self._dbuf[: end - first]))
+            self._data.readinto(self._dbuf[: end - first].data)
             self._base = first
 
     def take(self, k: int) -> Piece:

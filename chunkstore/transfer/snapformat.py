@@ -82,7 +82,7 @@ def decode_file_header(raw: bytes) -> int:
         raise CorruptInput(f"snapshot uses flags {flags:#x} this build does not know")
     if not RECORD_FIXED + MAX_DATA <= limit <= 1 << 30:
         raise CorruptInput(f"snapshot frame limit {limit} is out of range")
-    return limit
+    return int(limit)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def check_index(raw: bytes, index_offset: int, seen: list[FrameInfo]) -> int:
     t_offset, t_len, end = _TRAILER.unpack_from(raw, body_len + 4)
     if end != END_TAG or t_offset != index_offset or t_len != body_len + 4:
         raise CorruptInput(f"{where}: trailer is corrupted")
-    return records
+    return int(records)
 
 
 # The decoded frame: columns, as numpy views of one buffer.

@@ -105,8 +105,8 @@ class TaskRunner:
         where = f"snapshot frame {t.frame}"
         out = self.ring[t.dst : t.dst + t.dlen]
         try:
-            reader = self._dctx.stream_reader(memoryview(self.ring[t.src : t.src + t.clen]))
-            view = memoryview(out)
+            reader = self._dctx.stream_reader(self.ring[t.src : t.src + t.clen].data)
+            view = out.data
             got = 0
             while got < t.dlen:
                 k = reader.readinto(view[got:])
@@ -118,7 +118,7 @@ class TaskRunner:
             raise CorruptInput(f"{where}: cannot be decoded ({exc}): the file is corrupted") from None
         if got != t.dlen or extra:
             raise CorruptInput(f"{where}: decodes to {'more than ' if extra else ''}{got} bytes, its header says {t.dlen}")
-        if zlib.crc32(out) != t.dcrc:
+        if zlib.crc32(out.data) != t.dcrc:
             raise CorruptInput(f"{where}: checksum mismatch after decoding: the file is corrupted")
         cols = frame_columns(out, t.records, where)
         status, kinds = self.validator.check(cols.addresses, cols.stamps, out, cols.offsets, cols.lengths)
@@ -207,6 +207,7 @@ class Workers:
         if kind == "refused":
             name, message = payload
             raise CorruptInput(message) if name == "CorruptInput" else TransferError(message)
+        assert isinstance(payload, Verdict)
         return payload
 
     def _receive(self, w: int) -> tuple[str, Any]:

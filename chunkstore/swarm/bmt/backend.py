@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import cast
 
 import numpy as np
 
@@ -121,7 +122,7 @@ def _contiguous(arr: np.ndarray, dtype: type) -> np.ndarray:
     The kernels are compiled for exactly these array types; a read-only or
     strided argument would otherwise trigger a fresh multi-second JIT compile.
     """
-    out = np.ascontiguousarray(arr, dtype=dtype)
+    out: np.ndarray = np.ascontiguousarray(arr, dtype=dtype)
     if not out.flags.writeable:
         out = out.copy()
     return out
@@ -199,7 +200,7 @@ def _numba_chunk_hash(kn: ModuleType, data: bytes, prefix: bytes, wide: bool | N
     out = np.empty((1, HASH_SIZE), np.uint8)
     lengths = np.array([len(data)], np.int64)
     _numba_batch(kn, buf, lengths, np.zeros(1, np.int64), np.zeros(1, np.uint8), _NO_SOC, prefix, out, wide)
-    return out[0].tobytes()
+    return cast(bytes, out[0].tobytes())
 
 
 BACKEND, _kn, _reason = _select_backend()
