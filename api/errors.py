@@ -4,8 +4,10 @@ Every answer that is not a success is ``{"code": N, "message": "..."}`` (plus
 ``"reasons": [{"field", "error"}]`` for bad path, query or header parameters,
 as the reference node writes them), with ``Content-Type: application/json;
 charset=utf-8``. Library errors (``SwarmError`` subclasses) become 4xx answers
-through :func:`status_for`; anything else is logged with its traceback and
-answered with a plain 500 JSON body, as a last resort.
+through :func:`status_for`; a store write that could not be committed is 507
+(no space: full disk or LMDB map) or 500 (an I/O error), named, and counted
+in ``chunkstore_writes_refused_total{reason}``; anything else is logged with
+its traceback and answered with a plain 500 JSON body, as a last resort.
 
 Request values echoed in a message (a bad header, path or query value) are
 shown with every byte outside printable ASCII escaped, so hostile bytes
@@ -24,6 +26,9 @@ from typing import Any
 from aiohttp import web
 
 from chunkstore.errors import SwarmError
+from chunkstore.store_errors import StoreWriteFailed
+
+from .state import STATE
 
 log = logging.getLogger("chunkstore.api")
 
@@ -52,6 +57,8 @@ _STATUS_BY_ERROR: dict[str, int] = {
     "BucketFull": 402,
     "StoreClosed": 503,
     "SampleBusy": 503,
+    "StoreFull": 507,
+    "StoreWriteFailed": 500,
 }
 
 
@@ -148,6 +155,16 @@ class ParamError(ApiError):
         super().__init__(400, f"invalid {where} params", [{"field": field, "error": f"`{field}={shown}`: {problem}"}])
 
 
+def write_refused(request: web.Request, exc: StoreWriteFailed) -> ApiError:
+    """The answer to a write the store could not commit (507 for lack of space), counted by reason."""
+    state = request.app.get(STATE)
+    if state is not None:
+        state.metrics.writes_refused.labels(exc.reason).inc()
+    status = status_for(exc)
+    prefix = "no space left for the store" if status == 507 else "store write failed"
+    return ApiError(status, f"{prefix}: {exc}")
+
+
 def swarm_error_response(exc: SwarmError, prefix: str | None = None) -> web.Response:
     status = status_for(exc)
     message = str(exc) or type(exc).__name__
@@ -176,6 +193,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if detail and not detail.startswith(f"{exc.status}:"):
             message = f"{message}: {detail}"
         return error_response(exc.status, message, headers=headers)
+    except StoreWriteFailed as exc:
+        return write_refused(request, exc).response()
     except SwarmError as exc:
         return swarm_error_response(exc)
     except (ConnectionResetError, TimeoutError) as exc:
