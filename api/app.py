@@ -16,8 +16,9 @@ from typing import Any
 from aiohttp import web
 
 import chunkstore
+from chunkstore import hashing
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_rchash, routes_status
+from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
@@ -183,6 +184,7 @@ def make_app(
     metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=reserve is None)
     if reserve is not None:
         metrics.attach_reserve(reserve)
+    metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
     worker = ReserveWorker(reserve) if writable else None
     state.extras["reserve_worker"] = worker
 
@@ -193,6 +195,7 @@ def make_app(
     routes_batches.add_routes(app)
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
+    routes_daemon.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
         if worker is not None:

@@ -25,6 +25,13 @@ or the overlay changed). Counts are since the process started; the
 ``bee_*`` counts are exposed as gauges so that their names are exactly the
 reference's (a counter would gain a ``_total`` suffix).
 
+Hashing backend (this daemon's own; dashboards and alerts rely on the names):
+``chunkstore_hash_backend{backend="numba"|"pysha3"}``, 1 for the backend in
+use and 0 for the other, read at scrape time (so a run-time switch to the
+reference shows at once), and ``chunkstore_hash_backend_mismatch_total``,
+the accelerated backend's answers that the sampler caught disagreeing with
+the reference (each one made it redo a sample with the reference).
+
 Store and HTTP metrics are this daemon's own: ``chunkstore_reserve_chunks``,
 ``chunkstore_reserve_stamps``, ``chunkstore_reserve_bytes``,
 ``chunkstore_batches`` (read from the store
@@ -105,6 +112,25 @@ class StoreCollector(Collector):
 
 REASONS = ("capacity", "expiry", "radius")
 WRITE_REFUSAL_REASONS = ("disk_full", "map_full", "io_error")
+HASH_BACKENDS = ("numba", "pysha3")
+
+
+class HashBackendCollector(Collector):
+    """Which hashing backend is in use, read at scrape time from ``info()`` (a dict with ``name``)."""
+
+    def __init__(self, info: Callable[[], Mapping[str, Any]]) -> None:
+        self._info = info
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        name = self._info()["name"]
+        family = GaugeMetricFamily(
+            "chunkstore_hash_backend",
+            "Hashing backend in use (1) for BMT and transformed addresses; pysha3 is the ~9x slower reference.",
+            labels=["backend"],
+        )
+        for backend in HASH_BACKENDS:
+            family.add_metric([backend], 1.0 if backend == name else 0.0)
+        yield family
 
 
 class ReserveCollector(Collector):
@@ -173,6 +199,11 @@ class Metrics:
         self.sample_in_progress = Gauge(
             "chunkstore_sample_in_progress", "1 while a reserve sample is running.", registry=r
         )
+        self.hash_mismatches = Counter(
+            "chunkstore_hash_backend_mismatch",
+            "Accelerated hashes that disagreed with the reference; each made a sample rerun on the reference.",
+            registry=r,
+        )
         self.puts = Counter("chunkstore_chunk_puts", "Chunk uploads by outcome.", ["outcome"], registry=r)
         self.gets = Counter("chunkstore_chunk_gets", "Chunk reads by outcome.", ["outcome"], registry=r)
         self.http_requests = Counter(
@@ -203,9 +234,15 @@ class Metrics:
     def attach_reserve(self, reserve: Any) -> None:
         self.registry.register(ReserveCollector(reserve))
 
+    def attach_hash_backend(self, info: Callable[[], Mapping[str, Any]]) -> None:
+        self.registry.register(HashBackendCollector(info))
+
     def record_sample(self, duration: float, stats: Any | None, ok: bool) -> None:
         """Record one sampling run like the reference node does (summary set on success and failure)."""
         self.sample_duration.labels("success" if ok else "failure").observe(duration)
+        mismatches = int(getattr(stats, "hash_mismatches", 0) or 0)
+        if mismatches > 0:
+            self.hash_mismatches.inc(mismatches)
         if stats is not None:
             iterated = float(getattr(stats, "total_iterated", 0) or 0)
             for label, attr in SUMMARY_FIELDS.items():
