@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
@@ -21,104 +20,14 @@ from sampler import SampleResult, reserve_sample_async
 
 from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status
 from .config import Config
-from .errors import Handler, error_middleware
 from .metrics import Metrics
+from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
 from .putqueue import PutQueue
 from .sampling import SampleCoordinator, SampleFn
 from .state import STATE, AppState
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger(f"{__name__}.access")  # one line per request, apart so it can be silenced alone
 
-# Probes and scrapes are logged at debug level only, as the reference node suppresses them.
-QUIET_PATHS = frozenset({"/health", "/readiness", "/metrics"})
-
-
-def _route_name(request: web.Request) -> str:
-    info = request.match_info
-    route = getattr(info, "route", None)
-    resource = getattr(route, "resource", None)
-    if resource is None:
-        return "unmatched"
-    canonical = resource.canonical
-    return canonical.removeprefix("/v1") or "/"
-
-
-@web.middleware
-async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Time every request into the metrics and write one structured access-log line."""
-    st = request.app[STATE]
-    t0 = time.perf_counter()
-    status = 500
-    st.request_started()
-    try:
-        resp = await handler(request)
-        status = resp.status
-        if st.draining:
-            resp.force_close()  # no further requests on this connection while shutting down
-        return resp
-    except web.HTTPException as exc:
-        status = exc.status
-        raise
-    finally:
-        st.request_finished()
-        elapsed = time.perf_counter() - t0
-        route = _route_name(request)
-        st.metrics.observe_http(request.method, route, status, elapsed)
-        level = logging.DEBUG if request.path in QUIET_PATHS else logging.INFO
-        if access_log.isEnabledFor(level):
-            access_log.log(
-                level,
-                "api access",
-                extra={
-                    "fields": {
-                        "method": request.method,
-                        "path": request.path,
-                        "status": status,
-                        "duration_ms": round(elapsed * 1000, 3),
-                        "remote": request.remote,
-                    }
-                },
-            )
-
-
-CORS_ALLOWED_HEADERS = ", ".join(
-    [
-        "User-Agent", "Accept", "X-Requested-With", "Access-Control-Request-Headers", "Access-Control-Request-Method",
-        "Accept-Ranges", "Content-Encoding", "Authorization", "Accept-Encoding", "Content-Type", "Content-Disposition",
-        "Range", "Origin", "Swarm-Tag", "Swarm-Pin", "Swarm-Encrypt", "Swarm-Index-Document", "Swarm-Error-Document",
-        "Swarm-Collection", "Swarm-Postage-Batch-Id", "Swarm-Postage-Stamp", "Swarm-Deferred-Upload",
-        "Swarm-Redundancy-Level", "Swarm-Redundancy-Strategy", "Swarm-Redundancy-Fallback-Mode",
-        "Swarm-Chunk-Retrieval-Timeout", "Swarm-Lookahead-Buffer-Size", "Swarm-Feed-Index", "Swarm-Feed-Index-Next",
-        "Swarm-Soc-Signature", "Swarm-Only-Root-Chunk", "Gas-Price", "Gas-Limit", "Immutable", "Swarm-Act",
-        "Swarm-Act-Timestamp", "Swarm-Act-Publisher", "Swarm-Act-History-Address",
-    ]
-)
-
-
-def origin_allowed(request: web.Request, allowed: tuple[str, ...]) -> bool:
-    """The reference node's rule: the request's own host, a listed origin, or ``*``."""
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return True
-    own = f"{request.scheme}://{request.host}"
-    return any(v == "*" or v.lower() == origin.lower() for v in (*allowed, own))
-
-
-@web.middleware
-async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """CORS headers for allowed origins; ``OPTIONS`` answered 204 with ``Allow`` as the reference does."""
-    resp = await handler(request)
-    if request.method == "OPTIONS" and resp.status == 405:
-        resp = web.Response(status=204, headers={"Allow": resp.headers.get("Allow", "")})
-    origin = request.headers.get("Origin")
-    if origin and origin_allowed(request, request.app[STATE].config.cors_allowed_origins):
-        resp.headers["Access-Control-Allow-Credentials"] = "true"
-        resp.headers["Access-Control-Allow-Origin"] = origin
-        resp.headers["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
-        resp.headers["Access-Control-Allow-Methods"] = "GET, HEAD, OPTIONS, POST, PUT, DELETE"
-        resp.headers["Access-Control-Max-Age"] = "3600"
-    return resp
 
 
 def default_sample_fn(store: ReserveStore, config: Config) -> SampleFn:
@@ -178,7 +87,7 @@ def make_app(
     metrics.attach_reserve(reserve)
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
 
-    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware], client_max_size=config.max_body)
+    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware], client_max_size=config.max_body)
     app[STATE] = state
     routes_status.add_routes(app)
     routes_chunks.add_routes(app)

@@ -204,7 +204,8 @@ def verify_main(argv: list[str]) -> int:
 
 
 def import_main(argv: list[str]) -> int:
-    """``chunkstore import``: exit 0 on success, 1 if the input was refused (store unchanged), 2 on usage errors."""
+    """``chunkstore import``: exit 0 on success, 1 if the input was refused (store unchanged) or the disk filled up,
+    2 on usage errors."""
     from chunkstore.transfer.budget import MiB
     from chunkstore.transfer.importer import DEFAULT_BUDGET, STAGING
 
@@ -227,6 +228,7 @@ def import_main(argv: list[str]) -> int:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bars (default: when stderr is a terminal)")
     opts = parser.parse_args(_own(argv, "import"))
+    from chunkstore.store.errors import StoreWriteFailed
     from chunkstore.swarm.errors import SwarmError
     from chunkstore.transfer.batchfile import load_batches
     from chunkstore.transfer.errors import TransferError
@@ -247,6 +249,11 @@ def import_main(argv: list[str]) -> int:
         )
     except TransferError as exc:
         print(f"chunkstore import: {exc}", file=sys.stderr)
+        return 1
+    except StoreWriteFailed as exc:  # the disk filled up while publishing
+        print(f"chunkstore import: {exc}", file=sys.stderr)
+        for note in getattr(exc, "__notes__", ()):
+            print(f"chunkstore import: {note}", file=sys.stderr)
         return 1
     except (SwarmError, OSError, ValueError) as exc:
         print(f"chunkstore import: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from chunkstore.store.mapsize import parse_size
 from chunkstore.swarm.constants import (
     BLOCK_TIME,
     MAX_CAPACITY_DOUBLING,
@@ -27,6 +28,7 @@ ENV_PREFIX = "CHUNKSTORE_"
 DEFAULT_PORT = 1633
 # The largest chunk upload the reference node accepts: a SOC (97-byte header) around a full CAC.
 SOC_MAX_BODY = MAX_SOC_SIZE
+MIN_MAP_FLAG = 1 << 20  # LMDB needs a few pages per database; below a MiB nothing useful fits
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Config:
     reserve_min_evict_count: int = RESERVE_MIN_EVICT_COUNT
     chainstate: Path | None = None
     block_time: int = BLOCK_TIME
+    map_size: int | None = None
 
 
 def env_name(flag: str) -> str:
@@ -127,6 +130,16 @@ def _radius(value: str) -> int:
     return n
 
 
+def _map_size(value: str) -> int:
+    try:
+        n = parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if n < MIN_MAP_FLAG:
+        raise argparse.ArgumentTypeError(f"map size must be at least {MIN_MAP_FLAG >> 20} MiB, got {value}")
+    return n
+
+
 def _balance(value: str) -> int:
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"min batch balance must be a non-negative decimal integer, got {value!r}")
@@ -159,6 +172,8 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--reserve-min-evict-count", _positive_int, "entries evicted at least per batch visited when over capacity"),
     ("--chainstate", str, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
     ("--block-time", _positive_int, "seconds per block, for batchTTL"),
+    ("--map-size", _map_size, "LMDB map size of each store environment, e.g. 512G or 4T (default: the size "
+     "of the data dir's file system, within 256 GiB..16 TiB over the shards)"),
 ]
 
 
@@ -242,4 +257,5 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         reserve_min_evict_count=ns.reserve_min_evict_count,
         chainstate=Path(ns.chainstate) if ns.chainstate else None,
         block_time=ns.block_time,
+        map_size=ns.map_size,
     )

@@ -4,9 +4,17 @@ Every answer that is not a success is ``{"code": N, "message": "..."}`` (plus
 ``"reasons": [{"field", "error"}]`` for bad path, query or header parameters,
 as the reference node writes them), with ``Content-Type: application/json;
 charset=utf-8``. Library errors (``SwarmError`` subclasses) become 4xx answers
-through :func:`status_for`, by their classes (``STATUS_BY_ERROR``); anything
+through :func:`status_for`, by their classes (``STATUS_BY_ERROR``); a store
+write that could not be committed is 507 (no space: full disk or LMDB map)
+or 500 (an I/O error), named, and counted in
+``chunkstore_writes_refused_total{reason}`` (api/middleware.py); anything
 else is logged with its traceback and answered with a plain 500 JSON body,
 as a last resort.
+
+Request values echoed in a message (a bad header, path or query value) are
+shown with every byte outside printable ASCII escaped, so hostile bytes
+(latin-1, control characters, undecodable UTF-8 that the HTTP parser kept as
+surrogates) can neither break the JSON encoding nor reach a log or client raw.
 """
 
 from __future__ import annotations
@@ -20,7 +28,15 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from chunkstore.reserve import InvalidChainState, InvalidReserveOption, OutOfRadius
-from chunkstore.store.errors import BatchExists, ChunkNotFound, InvalidBatch, StampConflict, UnknownBatch
+from chunkstore.store.errors import (
+    BatchExists,
+    ChunkNotFound,
+    InvalidBatch,
+    StampConflict,
+    StoreFull,
+    StoreWriteFailed,
+    UnknownBatch,
+)
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidProof, InvalidSignature, InvalidStamp, SwarmError
 from sampler import InsufficientSample
 
@@ -49,6 +65,8 @@ STATUS_BY_ERROR: dict[type[BaseException], int] = {
     InvalidChunk: 400,
     InvalidProof: 400,
     InvalidBatch: 400,
+    StoreFull: 507,  # no space: a full disk or LMDB map
+    StoreWriteFailed: 500,  # an I/O error: the node's trouble
 }
 
 
@@ -75,7 +93,28 @@ def status_for(exc: BaseException) -> int:
 
 def json_body(payload: Any) -> bytes:
     """JSON the way the reference node writes it: compact keys, no HTML escaping, a newline."""
-    return (json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate that escaped ``printable``: still answer, escaped
+        log.warning("unencodable text in a JSON answer", extra={"fields": {"text": printable(text[:200])}})
+        return text.encode("utf-8", "backslashreplace")
+
+
+def printable(value: str) -> str:
+    """``value`` with everything outside printable ASCII escaped (``\\xNN`` for bytes the parser could not decode)."""
+    if value.isascii() and value.isprintable():
+        return value
+    out = []
+    for ch in value:
+        o = ord(ch)
+        if 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:  # a raw byte carried through decoding by surrogateescape
+            out.append(f"\\x{o - 0xDC00:02x}")
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
 
 
 def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -133,7 +172,7 @@ class ParamError(ApiError):
     """A bad path, query or header parameter: 400 with the reference node's reasons list."""
 
     def __init__(self, where: str, field: str, value: str, problem: str) -> None:
-        shown = value if len(value) <= 80 else value[:77] + "..."
+        shown = printable(value if len(value) <= 80 else value[:77]) + ("..." if len(value) > 80 else "")
         super().__init__(400, f"invalid {where} params", [{"field": field, "error": f"`{field}={shown}`: {problem}"}])
 
 
@@ -143,34 +182,3 @@ def swarm_error_response(exc: SwarmError, prefix: str | None = None) -> web.Resp
     if prefix:
         message = f"{prefix}: {message}"
     return error_response(status, message)
-
-
-# Passed through the middleware unchanged: they carry their own body.
-_PASS_THROUGH_STATUSES = range(200, 400)
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every failure into a JSON error; never let a traceback reach the client."""
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return exc.response()
-    except web.HTTPException as exc:
-        if exc.status in _PASS_THROUGH_STATUSES:
-            raise
-        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after", "www-authenticate")}
-        message = status_text(exc.status)
-        detail = (exc.text or "").strip()
-        if detail and not detail.startswith(f"{exc.status}:"):
-            message = f"{message}: {detail}"
-        return error_response(exc.status, message, headers=headers)
-    except SwarmError as exc:
-        return swarm_error_response(exc)
-    except (ConnectionResetError, TimeoutError) as exc:
-        # The client went away or a read timed out: nothing useful to answer.
-        log.info("request aborted", extra={"fields": {"path": request.path, "error": repr(exc)}})
-        return error_response(408, "request aborted")
-    except Exception:
-        log.exception("unhandled error", extra={"fields": {"method": request.method, "path": request.path}})
-        return error_response(500, "internal error")

@@ -38,7 +38,10 @@ Store and HTTP metrics are this daemon's own: ``chunkstore_reserve_chunks``,
 at scrape time), ``chunkstore_chunk_puts_total{outcome}``,
 ``chunkstore_chunk_gets_total{outcome}``, ``chunkstore_http_requests_total{method,route,code}``,
 ``chunkstore_http_request_duration_seconds{method,route}``,
-``chunkstore_sample_in_progress``.
+``chunkstore_sample_in_progress``, and
+``chunkstore_writes_refused_total{reason}``: requests whose write the store
+could not commit, by cause (``disk_full``, ``map_full``: answered 507;
+``io_error``: answered 500).
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ class StoreCollector(Collector):
 
 
 REASONS = ("capacity", "expiry", "radius")
+WRITE_REFUSAL_REASONS = ("disk_full", "map_full", "io_error")
 HASH_BACKENDS = ("numba", "pysha3")
 
 
@@ -212,6 +216,11 @@ class Metrics:
             buckets=HTTP_BUCKETS,
             registry=r,
         )
+        self.writes_refused = Counter(
+            "chunkstore_writes_refused", "Writes the store could not commit, by cause.", ["reason"], registry=r
+        )
+        for reason in WRITE_REFUSAL_REASONS:
+            self.writes_refused.labels(reason)
         for outcome in ("stored", "duplicate", "rejected"):
             self.puts.labels(outcome)
         for outcome in ("hit", "miss"):

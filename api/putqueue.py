@@ -9,7 +9,11 @@ durable exactly as with single puts.
 
 ``put_many`` is all or nothing, so when a group fails (one bad stamp, a slot
 conflict) its items are put again one by one and each request gets its own
-outcome; a bad upload never fails a good one.
+outcome; a bad upload never fails a good one. A write the store cannot
+commit (``StoreWriteFailed``: a full disk or map) is not retried: the items
+of shards committed before the failure are answered as stored (they are,
+whole), every other one gets the failure, and nothing more is written to a
+full disk for that group.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
+from chunkstore.store.errors import StoreWriteFailed
 from chunkstore.store.store import ChunkStore, PutResult
 
 MAX_GROUP = 128
@@ -71,6 +76,11 @@ class PutQueue:
             try:
                 for i, r in zip(plain, self._store.put_many([items[i][:2] for i in plain]), strict=True):
                     out[i] = r
+            except StoreWriteFailed as exc:
+                # The shards committed before the failure hold their items: those are stored.
+                for k, i in enumerate(plain):
+                    stored = exc.stored.get(k)
+                    out[i] = stored if isinstance(stored, PutResult) else exc
             except Exception:
                 self.fallbacks += 1  # someone's item is bad: give each its own answer below
         for i, (data, stamp, address) in enumerate(items):

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from chunkstore.reserve import ChainState, ReserveStore, batch_ttl
 from chunkstore.store.batchstore import Batch
+from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
 from chunkstore.swarm.constants import BATCH_ID_SIZE, ETH_ADDRESS_SIZE, MAX_BATCH_DEPTH, MAX_BUCKET_DEPTH, UINT64_MAX
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.transfer.batchfile import render_batch
@@ -114,9 +115,11 @@ def _upsert(store: ReserveStore, batch: Batch) -> bool:
 
 
 def _remove(store: ReserveStore, batch_id: bytes) -> bool:
-    if _get_batch(store, batch_id) is None:
+    """Remove a batch (or finish a removal a failed write left unfinished); False if unknown."""
+    try:
+        store.batches.remove(batch_id)
+    except UnknownBatch:
         return False
-    store.batches.remove(batch_id)
     return True
 
 
@@ -153,6 +156,8 @@ async def post_batch(request: web.Request) -> web.Response:
         batch = Batch(**fields)
         created = await st.run(_upsert, st.store, batch)
         chain = await st.run(current, st.store)
+    except StoreWriteFailed:
+        raise  # the node's trouble, not the batch's: the error middleware answers 507/500
     except SwarmError as exc:
         raise ApiError(status_for(exc), f"invalid batch: {exc}") from None
     return json_response(_render(batch, chain, st.config.block_time), status=201 if created else 200)

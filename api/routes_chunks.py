@@ -14,7 +14,7 @@ import logging
 from aiohttp import web
 
 from chunkstore.reserve import OutOfRadius, ReserveStore
-from chunkstore.store.errors import StampConflict, UnknownBatch
+from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch
 from chunkstore.store.store import PutResult
 from chunkstore.swarm.constants import BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.constants import MAX_CAC_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
@@ -23,6 +23,7 @@ from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidSignature, 
 from chunkstore.swarm.soc import SOC, verify_soc_signature
 
 from .errors import ApiError, ParamError, json_response, nearest, status_for
+from .middleware import write_refused
 from .params import decode_hex, parse_uint
 from .state import state_of
 
@@ -91,8 +92,10 @@ _PUT_ERROR_PREFIX: dict[type[BaseException], str] = {
 }
 
 
-def _put_error(exc: SwarmError) -> ApiError:
+def _put_error(request: web.Request, exc: SwarmError) -> ApiError:
     """A store refusal as the reference words it, with the store's reason appended."""
+    if isinstance(exc, StoreWriteFailed):  # no space (507) or an I/O error: the node's trouble, not the chunk's
+        return write_refused(request, exc)
     prefix = nearest(_PUT_ERROR_PREFIX, exc) or "chunk write error"
     return ApiError(status_for(exc), f"{prefix}: {exc}")
 
@@ -116,7 +119,7 @@ async def post_chunk(request: web.Request) -> web.Response:
         try:
             result = await st.puts.put(data, stamp)
         except SwarmError as exc:
-            raise _put_error(exc) from None
+            raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
@@ -140,7 +143,7 @@ async def post_soc(request: web.Request) -> web.Response:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
             result = await st.puts.put(soc.data, stamp, address=soc.address)
         except SwarmError as exc:
-            raise _put_error(exc) from None
+            raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise

@@ -35,7 +35,7 @@ from aiohttp import web
 
 from chunkstore import __version__
 from chunkstore.reserve import ChainState, InvalidChainState, ReserveOptions, ReserveStore, parse_chainstate
-from chunkstore.store.errors import StoreFormatError
+from chunkstore.store.errors import StoreFormatError, StoreWriteFailed
 
 from .app import make_app
 from .config import Config
@@ -207,21 +207,28 @@ def run(config: Config) -> int:
     except StartupError as exc:
         log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
         return exc.code
+    except OSError as exc:  # e.g. no space for the overlay file on a full disk
+        log.error("cannot write to the data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
+        return 1
     try:
-        store = ReserveStore(config.data_dir, config.shards, overlay=overlay, reserve=reserve_options(config))
+        store = ReserveStore(config.data_dir, config.shards, overlay=overlay, reserve=reserve_options(config),
+                             map_size=config.map_size)
     except StoreFormatError as exc:
         log.error(
             "data dir holds a store this version cannot open; refusing to start",
             extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}},
         )
         return 2
-    except OSError as exc:
+    except (OSError, StoreWriteFailed) as exc:  # StoreWriteFailed: no space even for the open-time writes
         log.error("cannot open store", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 1
     code = 0
     try:
         if chainstate is not None:
-            store.reserve.set_chainstate(chainstate)
+            try:
+                store.reserve.set_chainstate(chainstate)
+            except StoreWriteFailed as exc:
+                raise StartupError(f"cannot store the chain state of {config.chainstate}: {exc}", 1) from None
             log.info("chain state loaded", extra={"fields": {"file": str(config.chainstate), **chainstate.to_json()}})
         asyncio.run(serve(config, store, overlay))
     except StartupError as exc:

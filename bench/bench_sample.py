@@ -21,7 +21,7 @@ content (depth 0) with ``sampler.reserve_sample`` and reports
   transformed-address call per chunk, insertion into the sorted sample with
   stamp checks for items that could enter. Its hash must equal the sample's.
 
-Run: ``PYTHONPATH=. python bench/bench_sample.py --chunks 200000``
+Run: ``python bench/bench_sample.py --chunks 200000``
 (the first run builds the store: about 0.4 ms per chunk).
 
 ``--compare-rss 100000,400000`` runs the sample (no baseline, no keccak

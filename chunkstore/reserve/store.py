@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from chunkstore.store.layout import DEFAULT_MAP_SIZE
 from chunkstore.store.store import ChunkStore, PolicyFactory
 
 from .options import ReserveOptions
@@ -36,7 +35,7 @@ class ReserveStore(ChunkStore):
         shards: int | None = None,
         *,
         readonly: bool = False,
-        map_size: int = DEFAULT_MAP_SIZE,
+        map_size: int | None = None,
         overlay: bytes | None = None,
         reserve: ReserveOptions | None = None,
     ) -> None:

@@ -18,6 +18,8 @@ import logging
 import threading
 import time
 
+from chunkstore.store.errors import StoreWriteFailed
+
 from .reserve import Reserve
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,11 @@ class ReserveWorker:
                         log.info("reserve radius decrease", extra={"fields": {"radius": self.reserve.radius}})
                 self.reserve.maintain(self._stop.is_set)
                 self.passes += 1
+            except StoreWriteFailed as exc:  # a full disk or map: expected, named, retried
+                self.errors += 1
+                self.last_error = exc
+                log.warning("reserve worker pass failed: %s", exc)
+                self._stop.wait(ERROR_BACKOFF)
             except Exception as exc:  # keep the daemon serving; the next wake or tick retries
                 self.errors += 1
                 self.last_error = exc

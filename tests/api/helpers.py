@@ -39,8 +39,12 @@ class Uploader:
 
     @batch_id.setter
     def batch_id(self, value: bytes) -> None:
-        """Stamp for another batch from now on (a forger reusing someone's batch id), with fresh slots."""
-        self.issuer = StampIssuer(self.signer, value, self.depth, self.bucket_depth)
+        """Stamp for another batch from now on (a forger reusing someone's batch id), with fresh slots.
+
+        The batch is mutable (``batch()``, ``batch_json()``), so a full bucket wraps to its first
+        position, as the reference issuer does: fuzzed uploads may repeat one payload many times.
+        """
+        self.issuer = StampIssuer(self.signer, value, self.depth, self.bucket_depth, immutable=False)
 
     def batch_json(self, value: int = 10**15, start: int = 0, immutable: bool = False) -> dict[str, Any]:
         return {
