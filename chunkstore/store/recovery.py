@@ -1,7 +1,7 @@
 """Open-time reconciliation: finish what a crash interrupted.
 
-Two kinds of work can be left half done (see chunkstore/writes.py and
-chunkstore/batchstore.py): a slot contest whose older holder was not yet
+Two kinds of work can be left half done (see chunkstore/store/writes.py and
+chunkstore/store/batchstore.py): a slot contest whose older holder was not yet
 evicted (a ``pending`` record in the winner's shard), and a batch removal
 (a record marked removing). Both are finished here, under the writer lock,
 before the store accepts writes. Neither needs a scan of the chunks.

@@ -3,7 +3,7 @@
 ``ShardReader`` is the public per-process reader (the sampler opens one per
 worker process, after any fork: LMDB handles must not cross a fork). The
 chunk store uses the same ``Shard`` class for its own reads; its writes live
-in chunkstore/writes.py.
+in chunkstore/store/writes.py.
 
 Reads run in LMDB read transactions: each call sees one committed snapshot of
 the shard, never a half-applied put.

@@ -4,11 +4,11 @@ Walks every chunk and recomputes its address (CAC or SOC), checks every stamp
 (batch known, owner by signature recovery, bucket, position bound), checks the
 index both ways (stamp entry <-> chunk, stamp entry <-> slot), that each chunk
 sits in its shard, that no slot is held in two shards, the byte counters and
-the per-bin entry counters of the reserve (chunkstore/bins.py).
+the per-bin entry counters of the reserve (chunkstore/store/bins.py).
 
 Without ``repair`` the store is opened read-only and nothing is written. With
 ``repair`` it is opened writable (which first finishes any interrupted
-operation, see chunkstore/recovery.py) and, holding the writer lock, every
+operation, see chunkstore/store/recovery.py) and, holding the writer lock, every
 problem found is fixed by removing what cannot be trusted: dangling index
 entries, invalid stamps, chunks whose data does not match their address or
 that sit in the wrong shard, chunks left without a stamp.

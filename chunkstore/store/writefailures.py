@@ -7,7 +7,7 @@ a short ``pwrite`` into ``EIO``; tmpfs does that). A full map is
 the transaction before it writes the meta page, so the environment is left
 as the previous commit made it and stays usable: once there is room, the
 next commit succeeds without reopening anything (measured with py-lmdb 3 on
-ext4 and tmpfs; tests/test_store_full.py replays it).
+ext4 and tmpfs; tests/store/test_store_full.py replays it).
 
 ``WriteHealth`` remembers the last refusal so that the daemon's readiness can
 say why writes fail; a later successful commit clears it, and so does free

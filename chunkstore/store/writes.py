@@ -17,7 +17,7 @@ with the newest stamp and evicts the rest. That is idempotent and always right,
 so a pending record that outlives its need costs one redundant check.
 
 Every stamp entry added or dropped goes through ``put_entry`` / ``drop_entry``,
-which keep the shard's per-bin counters (chunkstore/bins.py) in the same
+which keep the shard's per-bin counters (chunkstore/store/bins.py) in the same
 transaction; a writer that changes ``stamps`` any other way leaves them to the
 next open's recount.
 """
@@ -112,7 +112,7 @@ class WriteSession:
                 follow._commit_all()
             except (lmdb.Error, OSError) as exc:
                 # The new holders are durable and each carries a pending record, so the store is
-                # consistent; the next writable open evicts the old holders (chunkstore/recovery.py).
+                # consistent; the next writable open evicts the old holders (chunkstore/store/recovery.py).
                 # The write itself succeeded: only its clean-up is left for later.
                 follow.abort()
                 if self.health is None or self.health.translate(exc) is None:

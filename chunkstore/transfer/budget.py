@@ -5,8 +5,8 @@ interpreter and its libraries already hold (measured at the start) and a
 fixed slack for small objects come off the top; the rest is split between
 
 - the **ring** of frames in flight (compressed input and decoded output of
-  every frame the workers have, together; chunkstore/bufferpool.py),
-- the **run buffer** (arena and index, chunkstore/runs.py), which stays
+  every frame the workers have, together; chunkstore/transfer/bufferpool.py),
+- the **run buffer** (arena and index, chunkstore/transfer/runs.py), which stays
   through the publish phase as the last, in-memory run,
 - the **publish phase**: read windows over the spilled runs and the dirty
   pages of one LMDB commit. The ring is gone by then and this reuses its share.

@@ -473,7 +473,7 @@ class _ShardAppender:
             txn.put(address, d[HEAD_SIZE:], db=shard.tails)
 
     def _count(self, addresses: np.ndarray) -> None:
-        """Keep the shard's per-bin entry counters (chunkstore/bins.py) as ``WriteSession.put_entry`` would."""
+        """Keep the shard's per-bin entry counters (chunkstore/store/bins.py) as ``WriteSession.put_entry`` would."""
         overlay = self.session.overlays.get(self.s)
         if overlay is None or not len(addresses):
             return  # no counters in this shard: the next writable open counts it
@@ -488,7 +488,7 @@ class _ShardAppender:
         except BaseException:
             self.session.abort()
             raise
-        release(self.data_file)  # the pages this commit's successor would keep mapped (see chunkstore/mapped.py)
+        release(self.data_file)  # the pages this commit's successor would keep mapped (see chunkstore/transfer/mapped.py)
 
     def abort(self) -> None:
         self.session.abort()

@@ -1,4 +1,4 @@
-"""Errors of reserve import and export (chunkstore/importer.py, exporter.py).
+"""Errors of reserve import and export (importer.py, exporter.py).
 
 Each message names what is wrong and where (tar entry, snapshot frame and
 record, chunk address), so the operator can find it without a debugger.

@@ -2,9 +2,9 @@
 
     chunkstore export --data-dir DIR [--format tar|snapshot] [--batches OUT.json] FILE|-
 
-``tar`` is what ``bee db export reserve`` writes (chunkstore/tarformat.py):
+``tar`` is what ``bee db export reserve`` writes (chunkstore/transfer/tarformat.py):
 one entry per (chunk, stamp), so the reserve can go back to a reference
-node. ``snapshot`` (chunkstore/snapformat.py) packs the same records into
+node. ``snapshot`` (chunkstore/transfer/snapformat.py) packs the same records into
 independent zstd frames, compressed by a few threads (zstd releases the
 GIL) and written in order; ``chunkstore import`` decodes them in parallel.
 ``--batches`` also writes the store's batches as JSON, ready for ``import
@@ -67,7 +67,7 @@ class ExportReport:
         )
 
 
-RELEASE_EVERY = 16384  # records read between giving back the mapped pages (chunkstore/mapped.py)
+RELEASE_EVERY = 16384  # records read between giving back the mapped pages (chunkstore/transfer/mapped.py)
 
 
 def iter_records(store: ChunkStore) -> Iterator[Record]:

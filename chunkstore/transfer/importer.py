@@ -6,7 +6,7 @@
 The format is told by the first bytes (the snapshot magic, else tar). Two
 phases, with a staging area between them (``DIR/.import-staging/``):
 
-1. **validate and stage** (chunkstore/importreaders.py): every entry is read,
+1. **validate and stage** (chunkstore/transfer/readers.py): every entry is read,
    decoded and validated (BMT hash, SOC and stamp signatures, batch, bucket,
    position) in worker processes; accepted records collect in sorted runs,
    spilled to the staging area when the run buffer is full. The store is
@@ -14,7 +14,7 @@ phases, with a staging area between them (``DIR/.import-staging/``):
    chunk stops the import here with a message naming the entry, and the
    store stays exactly as it was. So does a staging area that runs out of
    space (``InsufficientSpace``).
-2. **publish** (chunkstore/bulkload.py), under the writer lock: the slot rule
+2. **publish** (chunkstore/transfer/bulkload.py), under the writer lock: the slot rule
    is settled for the whole import as puts in input order would settle it;
    a refusal (an equal or older stamp for a held slot) stops the import,
    still before any write, unless ``--skip-conflicts`` (then refused records

@@ -1,6 +1,6 @@
 """Worker processes of an import: decode snapshot frames and validate chunks, in place in the shared ring.
 
-Each worker maps the importer's ring (chunkstore/bufferpool.py), receives
+Each worker maps the importer's ring (chunkstore/transfer/bufferpool.py), receives
 small task descriptions over a pipe (where a frame or a group of tar entries
 sits in the ring), decodes and validates there, and answers with one chunk
 type byte per record, or the first refusal with ``admit``'s message. Chunk

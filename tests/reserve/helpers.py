@@ -70,7 +70,7 @@ def expected_unreserve(
 ) -> tuple[set[Entry], int]:
     """The reference node's unreserve applied to a set of entries: (entries left, final radius).
 
-    Written straight from the rule, independently of chunkstore/eviction.py:
+    Written straight from the rule, independently of chunkstore/reserve/eviction.py:
     batches cheapest first; from each, up to max(target - evicted, min_evict)
     entries with proximity below the radius, farthest bin first, by address;
     a round that falls short raises the radius by one.

@@ -1,4 +1,4 @@
-"""reserve_sample against a deliberately simple one-process sampler (samplehelpers.simple_sample).
+"""reserve_sample against a deliberately simple one-process sampler (tests.sampler.helpers.simple_sample).
 
 One random store of a few thousand chunks per module (CAC and SOC, five
 batches of which three make stamps ineligible or invalid, second stamps,

@@ -32,15 +32,6 @@ def world(tmp_path_factory) -> World:
     w.store.close()
 
 
-@pytest.fixture
-def keep_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let the sampler demote the accelerated backend; the module's state is put back after the test."""
-    if not hashing.accelerated():
-        pytest.skip("the accelerated backend is not available here")
-    for name in ("BACKEND", "_kn", "_reason"):
-        monkeypatch.setattr(hashing, name, getattr(hashing, name))
-
-
 def _items(result) -> list[tuple]:
     return [(it.transformed_address, it.chunk_address, it.chunk_data, it.stamp) for it in result.items]
 

@@ -6,7 +6,7 @@ goes through it) with one that raises what py-lmdb raises for a full disk
 map, without committing: LMDB aborts a transaction whose commit fails, and the
 store's error path aborts it too.
 
-``run_in_small_fs`` runs a scenario of tests/fullfs_child.py in a process of
+``run_in_small_fs`` runs a scenario of tests/store/fullfs_child.py in a process of
 its own, inside a private mount namespace where a tmpfs of the given size is
 mounted (``unshare -rm``: a user namespace, so no root is needed where the
 kernel allows unprivileged user namespaces). The scenario prints its findings

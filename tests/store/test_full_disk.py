@@ -1,7 +1,7 @@
-"""A really full disk: a small tmpfs in a private mount namespace (tests/fullhelpers.py), no root needed.
+"""A really full disk: a small tmpfs in a private mount namespace (tests/store/fullhelpers.py), no root needed.
 
 tmpfs reports a full disk both ways LMDB can meet it: a short write (LMDB's
-EIO) and ENOSPC. The scenarios themselves are in tests/fullfs_child.py; each
+EIO) and ENOSPC. The scenarios themselves are in tests/store/fullfs_child.py; each
 assertion here names what the issue asks for.
 """
 

@@ -1,5 +1,5 @@
 """Writes the store cannot commit: a full LMDB map (a small map size, for real), and a full disk or an I/O
-error injected at the shard commit (tests/fullhelpers.py; tests/test_full_disk.py meets a real full disk).
+error injected at the shard commit (tests/store/fullhelpers.py; tests/store/test_full_disk.py meets a real full disk).
 
 Whatever fails, the store raises a typed error, holds nothing half-written
 (``verify`` finds nothing after every refusal), keeps serving reads, and

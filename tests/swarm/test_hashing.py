@@ -78,12 +78,6 @@ def kernel_mode(wide: bool) -> Iterator[None]:
 MODES = [True, False] if hashing.BACKEND == "numba" else [True]
 
 
-@pytest.fixture
-def pysha3_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run the facade's fallback loop in-process (the kernel handle switched off)."""
-    monkeypatch.setattr(hashing, "_kn", None)
-
-
 # ---------------------------------------------------------------- known answers
 
 
