@@ -151,7 +151,7 @@ def make_app(
     becomes the store's (its reserve counts proximity to it). A writable
     store's reserve worker (eviction, expiry) runs from start-up to clean-up.
     """
-    metrics = Metrics()
+    metrics = Metrics(config.sampling_window)
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
     reserve = getattr(store, "reserve", None)
     writable = reserve is not None and not getattr(store, "readonly", False)
@@ -174,6 +174,8 @@ def make_app(
     metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=reserve is None)
     if reserve is not None:
         metrics.attach_reserve(reserve)
+    metrics.attach_disk(getattr(store, "path", config.data_dir))
+    metrics.attach_readiness(lambda: state.ready)
     worker = ReserveWorker(reserve) if writable else None
     state.extras["reserve_worker"] = worker
 
