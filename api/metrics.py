@@ -70,6 +70,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # The reference node's buckets (180 s .. 1800 s) plus finer ones for small reserves.
 SAMPLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180, 300, 600, 900, 1200, 1500, 1800)
 FULL_RESERVE_CHUNKS = 1 << 22  # a full neighbourhood, what the sampling window is sized for
+UPLOAD_ROUTES = ("/chunks", "/soc/{owner}/{id}")
 HTTP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 # run-summary label -> attribute of the sampler's SampleStats (None: computed here)
@@ -245,6 +246,10 @@ class Metrics:
             self.puts.labels(outcome)
         for outcome in ("hit", "miss"):
             self.gets.labels(outcome)
+        # The upload latency panel's series exist before the first upload: a series that first appears
+        # holding a burst of uploads shows Prometheus no increase, and rate() over it stays empty.
+        for route in UPLOAD_ROUTES:
+            self.http_duration.labels("POST", route)
 
     def attach_store(
         self, stats: Callable[[], Mapping[str, Any]], batch_count: Callable[[], int], reserve_size: bool = True
