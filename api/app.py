@@ -17,7 +17,7 @@ from aiohttp import web
 
 import chunkstore
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_rchash, routes_status
+from . import routes_batches, routes_chainstate, routes_chunks, routes_rchash, routes_status, routes_ui
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
@@ -186,6 +186,7 @@ def make_app(
     routes_batches.add_routes(app)
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
+    routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
         if worker is not None:

@@ -226,6 +226,7 @@ class Metrics:
             registry=r,
         )
         self.sample_estimate.set(math.nan)  # unknown until a run measures a rate; 0 would read as "fast"
+        self.full_reserve_estimate: float | None = None  # seconds, the gauge's value once known
         self.ready = Gauge("chunkstore_ready", "1 while the daemon answers ready on /readiness, else 0.", registry=r)
         self.recent_samples = SampleLog()
         self.puts = Counter("chunkstore_chunk_puts", "Chunk uploads by outcome.", ["outcome"], registry=r)
@@ -271,7 +272,8 @@ class Metrics:
         iterated = float(getattr(stats, "total_iterated", 0) or 0) if stats is not None else 0.0
         rate = iterated / duration if duration > 0 else 0.0
         if ok and rate > 0:
-            self.sample_estimate.set(FULL_RESERVE_CHUNKS / rate)
+            self.full_reserve_estimate = FULL_RESERVE_CHUNKS / rate
+            self.sample_estimate.set(self.full_reserve_estimate)
         now = time.time()
         self.recent_samples.add(SampleRun(now, duration, ok, int(iterated), rate))
         if stats is not None:
