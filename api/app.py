@@ -16,8 +16,9 @@ from typing import Any
 from aiohttp import web
 
 import chunkstore
+from chunkstore import hashing
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_rchash, routes_status, routes_ui
+from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status, routes_ui
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
@@ -174,6 +175,7 @@ def make_app(
     metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=reserve is None)
     if reserve is not None:
         metrics.attach_reserve(reserve)
+    metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
     metrics.attach_disk(getattr(store, "path", config.data_dir))
     metrics.attach_readiness(lambda: state.ready)
     worker = ReserveWorker(reserve) if writable else None
@@ -186,6 +188,7 @@ def make_app(
     routes_batches.add_routes(app)
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
+    routes_daemon.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

@@ -25,6 +25,13 @@ or the overlay changed). Counts are since the process started; the
 ``bee_*`` counts are exposed as gauges so that their names are exactly the
 reference's (a counter would gain a ``_total`` suffix).
 
+Hashing backend (this daemon's own; dashboards and alerts rely on the names):
+``chunkstore_hash_backend{backend="numba"|"pysha3"}``, 1 for the backend in
+use and 0 for the other, read at scrape time (so a run-time switch to the
+reference shows at once), and ``chunkstore_hash_backend_mismatch_total``,
+the accelerated backend's answers that the sampler caught disagreeing with
+the reference (each one made it redo a sample with the reference).
+
 Store and HTTP metrics are this daemon's own: ``chunkstore_reserve_chunks``,
 ``chunkstore_reserve_stamps``, ``chunkstore_reserve_bytes``,
 ``chunkstore_batches`` (read from the store
@@ -35,9 +42,9 @@ at scrape time), ``chunkstore_chunk_puts_total{outcome}``,
 
 For the operator's dashboard and alert rules (``docker/``):
 ``chunkstore_sample_window_seconds`` (the window a sample must finish in),
-``chunkstore_sample_full_reserve_estimate_seconds`` (a full 2^22-chunk
-neighbourhood at the last successful run's rate, as ``/rchash?verbose=true``
-projects it; NaN before a run measured one),
+``chunkstore_sample_full_reserve_estimate_seconds`` (how long a full
+2^22-chunk neighbourhood would take, projected from the last successful run
+exactly as ``/rchash?verbose=true``'s ``fullReserveEstimate``; NaN before),
 ``chunkstore_reserve_bin_entries{bin}`` (stamp entries per proximity bin
 0..31 to the overlay), ``chunkstore_ready`` (1 while ``/readiness`` says
 ready), and the data dir's disk: ``chunkstore_data_dir_bytes`` (allocated by
@@ -69,7 +76,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # The reference node's buckets (180 s .. 1800 s) plus finer ones for small reserves.
 SAMPLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180, 300, 600, 900, 1200, 1500, 1800)
-FULL_RESERVE_CHUNKS = 1 << 22  # a full neighbourhood, what the sampling window is sized for
 UPLOAD_ROUTES = ("/chunks", "/soc/{owner}/{id}")
 HTTP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -121,6 +127,25 @@ class StoreCollector(Collector):
 
 
 REASONS = ("capacity", "expiry", "radius")
+HASH_BACKENDS = ("numba", "pysha3")
+
+
+class HashBackendCollector(Collector):
+    """Which hashing backend is in use, read at scrape time from ``info()`` (a dict with ``name``)."""
+
+    def __init__(self, info: Callable[[], Mapping[str, Any]]) -> None:
+        self._info = info
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        name = self._info()["name"]
+        family = GaugeMetricFamily(
+            "chunkstore_hash_backend",
+            "Hashing backend in use (1) for BMT and transformed addresses; pysha3 is the ~9x slower reference.",
+            labels=["backend"],
+        )
+        for backend in HASH_BACKENDS:
+            family.add_metric([backend], 1.0 if backend == name else 0.0)
+        yield family
 
 
 class ReserveCollector(Collector):
@@ -215,6 +240,7 @@ class Metrics:
         self.sample_in_progress = Gauge(
             "chunkstore_sample_in_progress", "1 while a reserve sample is running.", registry=r
         )
+        self.sampling_window = sampling_window
         self.sample_window = Gauge(
             "chunkstore_sample_window_seconds", "Seconds a reserve sample has to finish in (the sampling window).",
             registry=r,
@@ -222,13 +248,18 @@ class Metrics:
         self.sample_window.set(sampling_window)
         self.sample_estimate = Gauge(
             "chunkstore_sample_full_reserve_estimate_seconds",
-            "Projected seconds of a sample over a full 2^22-chunk neighbourhood at the last successful run's rate.",
+            "Projected seconds of a sample over a full 2^22-chunk neighbourhood, from the last successful run.",
             registry=r,
         )
         self.sample_estimate.set(math.nan)  # unknown until a run measures a rate; 0 would read as "fast"
         self.full_reserve_estimate: float | None = None  # seconds, the gauge's value once known
         self.ready = Gauge("chunkstore_ready", "1 while the daemon answers ready on /readiness, else 0.", registry=r)
         self.recent_samples = SampleLog()
+        self.hash_mismatches = Counter(
+            "chunkstore_hash_backend_mismatch",
+            "Accelerated hashes that disagreed with the reference; each made a sample rerun on the reference.",
+            registry=r,
+        )
         self.puts = Counter("chunkstore_chunk_puts", "Chunk uploads by outcome.", ["outcome"], registry=r)
         self.gets = Counter("chunkstore_chunk_gets", "Chunk reads by outcome.", ["outcome"], registry=r)
         self.http_requests = Counter(
@@ -260,22 +291,30 @@ class Metrics:
     def attach_reserve(self, reserve: Any) -> None:
         self.registry.register(ReserveCollector(reserve))
 
+    def attach_hash_backend(self, info: Callable[[], Mapping[str, Any]]) -> None:
+        self.registry.register(HashBackendCollector(info))
+
     def attach_disk(self, path: str | os.PathLike[str]) -> None:
         self.registry.register(DiskCollector(path))
 
     def attach_readiness(self, is_ready: Callable[[], bool]) -> None:
         self.ready.set_function(lambda: 1.0 if is_ready() else 0.0)
 
+    def set_full_reserve_estimate(self, seconds: float | None) -> None:
+        """The projected full-neighbourhood sample of the last successful run (``/rchash?verbose=true``'s)."""
+        self.full_reserve_estimate = seconds
+        self.sample_estimate.set(math.nan if seconds is None else seconds)
+
     def record_sample(self, duration: float, stats: Any | None, ok: bool) -> None:
         """Record one sampling run like the reference node does (summary set on success and failure)."""
         self.sample_duration.labels("success" if ok else "failure").observe(duration)
         iterated = float(getattr(stats, "total_iterated", 0) or 0) if stats is not None else 0.0
         rate = iterated / duration if duration > 0 else 0.0
-        if ok and rate > 0:
-            self.full_reserve_estimate = FULL_RESERVE_CHUNKS / rate
-            self.sample_estimate.set(self.full_reserve_estimate)
         now = time.time()
         self.recent_samples.add(SampleRun(now, duration, ok, int(iterated), rate))
+        mismatches = int(getattr(stats, "hash_mismatches", 0) or 0)
+        if mismatches > 0:
+            self.hash_mismatches.inc(mismatches)
         if stats is not None:
             for label, attr in SUMMARY_FIELDS.items():
                 if label == "duration_seconds":

@@ -10,7 +10,10 @@ Parameters, as the reference node parses them (``pkg/api/rchash.go``):
 - ``consensusTime`` (query, optional): Unix nanoseconds; chunks stamped later
   are left out. Default: the time the sample starts;
 - ``verbose`` (query, optional, Go boolean spelling): adds ``items``,
-  ``stats``, ``reserveSizeWithinDepth`` and ``fullReserveEstimate``.
+  ``stats``, ``storageRadius``, ``reserveSizeWithinDepth`` (distinct chunks
+  the sample covered: within the depth of anchor1 and the storage radius),
+  ``hashBackend`` (the backend in use, why, and the one this sample hashed
+  with) and ``fullReserveEstimate`` (see ``full_reserve_estimate``).
 
 The answer is the reference node's ``{"hash", "proofs", "durationSeconds"}``.
 
@@ -39,7 +42,9 @@ from typing import Any
 
 from aiohttp import web
 
+from chunkstore import hashing
 from chunkstore.errors import SwarmError
+from sampler.pipeline import default_workers, sample_scope
 from sampler.proof import make_inclusion_proofs, sample_chunk
 from sampler.render import render_rchash
 
@@ -147,6 +152,7 @@ class SampleCoordinator:
             self._last_duration = duration
             stats = getattr(result, "stats", None)
             self._metrics.record_sample(duration, stats, ok=True)
+            await self._record_estimate(result, stats, duration)
             log.info(
                 "reserve sample finished",
                 extra={"fields": {"depth": depth, "anchor": anchor.hex(), "duration_s": round(duration, 3),
@@ -157,6 +163,19 @@ class SampleCoordinator:
             self._running_since = None
             self._metrics.sample_in_progress.set(0)
             self._lock.release()
+
+    async def _record_estimate(self, result: Any, stats: Any, duration: float) -> None:
+        """Give the metric (and the status page) what ``?verbose=true`` says of this run's full-reserve time."""
+        used = getattr(result, "hash_backend", "") or hashing.backend_info().name
+        window = self._metrics.sampling_window
+        try:
+            estimate = await asyncio.get_running_loop().run_in_executor(
+                None, _estimate, _stats_dict(stats), used, duration, window
+            )
+        except Exception as exc:  # an estimate is advice: it must not fail the sample
+            log.warning("full-reserve estimate failed", extra={"fields": {"error": repr(exc)}})
+            return
+        self._metrics.set_full_reserve_estimate(estimate["estimatedSeconds"])
 
     async def close(self) -> None:
         tasks = list(self._inflight.values())
@@ -175,21 +194,56 @@ def _prove(items: list[Any], anchor1: bytes, anchor2: bytes) -> tuple[bytes, Any
 
 
 def _count_within(store: Any, anchor: bytes, depth: int) -> int | None:
-    """Distinct chunks with ``proximity(address, anchor) >= depth``, from the store's index."""
-    it = getattr(store, "iter_neighbourhood", None)
-    if it is None:
+    """Distinct chunks the sample covers (the depth of ``anchor`` within the storage radius), from the index."""
+    if not hasattr(store, "shard"):
         return None
+    key_range = sample_scope(store, anchor, depth).key_range()
+    if key_range is None:
+        return 0
     count = 0
-    last = None
-    for entry in it(anchor, depth):  # merged in address order: one entry per stamp
-        if entry[0] != last:
-            count += 1
-            last = entry[0]
+    for i in range(int(store.shard_count)):  # a chunk lives in one shard: count each shard apart
+        last = None
+        for entry in store.shard(i).iter_range(*key_range):  # address order: one entry per stamp
+            if entry[0] != last:
+                count += 1
+                last = entry[0]
     return count
 
 
-def full_reserve_estimate(chunks_per_second: float, window: float, measured_chunks: int) -> dict[str, Any]:
-    """How long a full 2^22-chunk neighbourhood would take at the measured rate, against the window."""
+def modelled_rate(stats: dict[str, Any], hash_seconds: float, cores: int) -> tuple[float, dict[str, Any]]:
+    """Stamp entries per second a full neighbourhood would be sampled at, and the model's terms.
+
+    A small sample's own rate is mostly start-up cost and hardly depends on
+    the hashing backend, which is the cost that grows with the reserve. So:
+    per entry, the backend's measured time for a full 4 KiB chunk (times the
+    share of entries that load and hash a chunk) plus this run's time for
+    reading and walking an entry; in parallel over the run's workers, at
+    most one per core.
+    """
+    iterated = float(stats.get("total_iterated", 0) or 0)
+    loads = stats.get("chunk_loads")
+    other = float(stats.get("iteration_duration", 0) or 0) + float(stats.get("chunk_load_duration", 0) or 0)
+    hashed_share = min(1.0, float(loads) / iterated) if iterated and loads is not None else 1.0
+    other_per_entry = other / iterated if iterated else 0.0
+    per_entry = hash_seconds * hashed_share + other_per_entry
+    parallel = max(1, min(int(stats.get("workers", 1) or 1), cores))
+    rate = parallel / per_entry if per_entry > 0 else 0.0
+    terms = {
+        "hashMicrosecondsPerChunk": hash_seconds * 1e6,
+        "otherMicrosecondsPerEntry": other_per_entry * 1e6,
+        "parallelWorkers": parallel,
+    }
+    return rate, terms
+
+
+def full_reserve_estimate(
+    chunks_per_second: float, window: float, measured_chunks: int, model: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """How long a full 2^22-chunk neighbourhood would take at ``chunks_per_second``, against the window.
+
+    ``model`` (the backend and the terms of ``modelled_rate``) is added to the answer as given.
+    """
+    extra = dict(model or {})
     if chunks_per_second <= 0:
         return {
             "chunks": FULL_RESERVE_CHUNKS,
@@ -199,6 +253,7 @@ def full_reserve_estimate(chunks_per_second: float, window: float, measured_chun
             "fractionOfWindow": None,
             "measuredOnChunks": measured_chunks,
             "verdict": "unknown: no rate measured",
+            **extra,
         }
     seconds = FULL_RESERVE_CHUNKS / chunks_per_second
     fraction = seconds / window
@@ -218,7 +273,18 @@ def full_reserve_estimate(chunks_per_second: float, window: float, measured_chun
         "fractionOfWindow": fraction,
         "measuredOnChunks": measured_chunks,
         "verdict": verdict,
+        **extra,
     }
+
+
+def _estimate(stats: dict[str, Any], backend: str, run_seconds: float, window: float) -> dict[str, Any]:
+    """The verbose answer's ``fullReserveEstimate`` (blocking: measures the backend once per process)."""
+    hash_seconds = hashing.chunk_seconds(reference=backend != "numba")
+    rate, terms = modelled_rate(stats, hash_seconds, default_workers())
+    iterated = int(stats.get("total_iterated", 0) or 0)
+    measured = iterated / run_seconds if run_seconds > 0 else 0.0
+    model = {"hashBackend": backend, **terms, "measuredChunksPerSecond": measured}
+    return full_reserve_estimate(rate, window, iterated, model)
 
 
 def _stats_dict(stats: Any) -> dict[str, Any]:
@@ -276,7 +342,8 @@ async def rchash(request: web.Request) -> web.Response:
         stats_d = _stats_dict(stats)
         within = await st.run(_count_within, st.store, anchor1, depth)
         iterated = int(stats_d.get("total_iterated", 0) or 0)
-        rate = iterated / run.duration if run.duration > 0 else 0.0
+        info = hashing.backend_info()
+        used = getattr(run.result, "hash_backend", "") or info.name
         body["depth"] = depth
         body["consensusTime"] = run.consensus_time
         body["items"] = [
@@ -289,8 +356,10 @@ async def rchash(request: web.Request) -> web.Response:
             for it in items
         ]
         body["stats"] = stats_d
+        body["storageRadius"] = getattr(run.result, "storage_radius", 0)
         body["reserveSizeWithinDepth"] = within if within is not None else iterated
-        body["fullReserveEstimate"] = full_reserve_estimate(rate, st.config.sampling_window, iterated)
+        body["hashBackend"] = {**info.as_dict(), "usedBySample": used}
+        body["fullReserveEstimate"] = await st.run(_estimate, stats_d, used, run.duration, st.config.sampling_window)
     return json_response(body)
 
 

@@ -1,11 +1,10 @@
-"""The operator's status page: ``/ui/`` and its static files (``api/ui/``), and
-``GET /chunkstore/status``, the daemon-specific facts it shows (see ``api.operator_status``).
+"""The operator's status page: ``/ui/`` and its static files (``api/ui/``).
 
 The page is plain HTML, CSS and JavaScript served from the package: no build step, nothing
 fetched from elsewhere (the Content-Security-Policy below forbids it), so it works offline.
 It reads the endpoints any client reads (``/health``, ``/readiness``, ``/status``,
-``/reservestate``, ``/batches``) plus ``/chunkstore/status``. Not at ``/``, whose text
-clients may read.
+``/reservestate``, ``/batches``) plus ``/chunkstore/status`` (``api.routes_daemon``), the
+daemon-specific facts. Not at ``/``, whose text clients may read.
 """
 
 from __future__ import annotations
@@ -13,10 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiohttp import web
-
-from .errors import json_response
-from .operator_status import operator_status
-from .state import state_of
 
 UI_DIR = Path(__file__).resolve().parent / "ui"
 # name in the URL -> (file, content type); nothing else under /ui/ is served
@@ -48,15 +43,7 @@ async def ui_redirect(request: web.Request) -> web.Response:
     raise web.HTTPMovedPermanently("/ui/")
 
 
-async def chunkstore_status(request: web.Request) -> web.Response:
-    st = state_of(request)
-    coordinator = st.extras.get("sampler")
-    busy = bool(getattr(coordinator, "busy", False))
-    return json_response(await st.run(operator_status, st, busy))
-
-
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/ui", ui_redirect)
     app.router.add_get("/ui/", ui_file)
     app.router.add_get("/ui/{name}", ui_file)
-    app.router.add_get("/chunkstore/status", chunkstore_status, allow_head=False)

@@ -40,6 +40,7 @@ from .app import make_app
 from .config import Config, parse_config
 from .demo import fill_demo, write_private
 from .logs import setup_logging
+from .routes_daemon import log_hash_backend
 from .state import STATE
 from .storeapi import ChainState, InvalidChainState, open_store, parse_chainstate, reserve_options, store_format_error
 
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                           "admin_token": "set" if config.admin_token else "unset",
                           "sampling_window_s": config.sampling_window, "max_body": config.max_body}},
     )
+    log_hash_backend()
     format_error = store_format_error()
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,13 @@ Selection happens once, at import:
   failure (numba missing, JIT error, a wrong answer, a big-endian host) logs a
   warning and selects ``pysha3``.
 
+The fallback is about 9x slower, so it must be visible where an operator
+looks: :func:`backend_info` says which backend is in use and why the
+reference path was chosen (the daemon shows it in ``/chunkstore/status``,
+``/metrics`` and ``/rchash?verbose=true``). A caller that catches the
+accelerated path disagreeing with the reference at run time calls
+:func:`demote`: the process then uses the reference path for good.
+
 Batch layout (the same for every batch function): ``buf`` is ``uint8[rows,
 stride]``, row ``i`` holds one chunk's stored data; ``lengths[i]`` is its
 total length and ``offsets[i]`` where ``span | payload`` starts in it (0 for a
@@ -28,7 +35,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
@@ -42,6 +52,11 @@ log = logging.getLogger(__name__)
 __all__ = [
     "BACKEND",
     "ENV_VAR",
+    "BackendInfo",
+    "accelerated",
+    "backend_info",
+    "chunk_seconds",
+    "demote",
     "transformed_addresses",
     "bmt_hashes",
     "keccak256_batch",
@@ -80,17 +95,19 @@ def _load_numba() -> ModuleType:
     return keccak_numba
 
 
-def _select_backend() -> tuple[str, ModuleType | None]:
+def _select_backend() -> tuple[str, ModuleType | None, str | None]:
+    """(name, kernel module or None, why the reference path was chosen or None)."""
     wanted = os.environ.get(ENV_VAR, "").strip().lower()
     if wanted == "pysha3":
-        return "pysha3", None
+        return "pysha3", None, f"forced by {ENV_VAR}=pysha3"
     if wanted not in ("", "auto", "numba"):
         log.warning("%s=%r is not 'numba' or 'pysha3'; choosing automatically", ENV_VAR, wanted)
     try:
-        return "numba", _load_numba()
+        return "numba", _load_numba(), None
     except Exception as exc:  # any import, JIT or self-test failure means: use the fallback
+        reason = f"numba backend unavailable at start-up: {type(exc).__name__}: {exc}"
         log.warning("numba hashing backend unavailable (%s: %s); using pysha3", type(exc).__name__, exc)
-        return "pysha3", None
+        return "pysha3", None, reason
 
 
 # ---------------------------------------------------------------- validation
@@ -183,7 +200,40 @@ def _numba_chunk_hash(kn: ModuleType, data: bytes, prefix: bytes, wide: bool | N
     return out[0].tobytes()
 
 
-BACKEND, _kn = _select_backend()
+BACKEND, _kn, _reason = _select_backend()
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """The hashing backend in use; ``reason`` says why it is the reference path (None when accelerated)."""
+
+    name: str
+    accelerated: bool
+    reason: str | None
+
+    def as_dict(self) -> dict[str, str | bool | None]:
+        return {"name": self.name, "accelerated": self.accelerated, "reason": self.reason}
+
+
+def backend_info() -> BackendInfo:
+    return BackendInfo(BACKEND, _kn is not None, _reason)
+
+
+def accelerated() -> bool:
+    """True while the numba kernels are in use in this process."""
+    return _kn is not None
+
+
+def demote(reason: str) -> None:
+    """Use the reference path in this process from now on (the accelerated one gave a wrong answer).
+
+    Threads inside a batch call finish it with the kernel they started with.
+    """
+    global BACKEND, _kn, _reason
+    if _kn is None:
+        return
+    log.error("hashing backend demoted to pysha3: %s", reason)
+    BACKEND, _kn, _reason = "pysha3", None, reason
 
 
 # ---------------------------------------------------------------- interface
@@ -197,6 +247,8 @@ def transformed_addresses(
     is_soc: np.ndarray,
     prefix: bytes,
     out: np.ndarray,
+    *,
+    reference: bool = False,
 ) -> None:
     """Reserve-sample transformed address of each row into ``out[i]`` (uint8[., 32]).
 
@@ -204,7 +256,8 @@ def transformed_addresses(
     before every keccak input. SOC row (``is_soc[i]``): ``keccak(soc_addresses[i]
     | that hash of its wrapped CAC)``, plain keccak. Raises
     :class:`~chunkstore.errors.InvalidChunk` if any row's ``span | payload`` is
-    not 8..4104 bytes inside the row; nothing is written then.
+    not 8..4104 bytes inside the row; nothing is written then. ``reference``
+    takes the pysha3 path whatever backend is selected.
     """
     prefix = bytes(prefix)
     buf, lengths, offsets = _check_rows(buf, lengths, offsets)
@@ -223,8 +276,8 @@ def transformed_addresses(
         addrs = _contiguous(addrs[:n], np.uint8)
     else:
         addrs = _NO_SOC
-    if _kn is not None:
-        kn = _kn
+    kn = None if reference else _kn
+    if kn is not None:
         _run_into(out, n, lambda target: _numba_batch(kn, buf, lengths, offsets, soc, addrs, prefix, target))
         return
     for i in range(n):
@@ -244,8 +297,8 @@ def bmt_hashes(buf: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, prefix
     buf, lengths, offsets = _check_rows(buf, lengths, offsets)
     n = lengths.shape[0]
     _check_out(out, n)
-    if _kn is not None:
-        kn = _kn
+    kn = _kn  # read once: a concurrent demote() must not leave us holding None
+    if kn is not None:
         soc = np.zeros(n, np.uint8)
         _run_into(out, n, lambda target: _numba_batch(kn, buf, lengths, offsets, soc, _NO_SOC, prefix, target))
         return
@@ -265,8 +318,8 @@ def keccak256_batch(buf: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> No
         raise ValueError(f"lengths must be within 0..{buf.shape[1]}")
     _check_out(out, n)
     rows = _contiguous(buf[:n], np.uint8)
-    if _kn is not None:
-        kn = _kn
+    kn = _kn
+    if kn is not None:
         _run_into(out, n, lambda target: kn.keccak256_rows(rows, lengths, target))
         return
     for i in range(n):
@@ -278,13 +331,55 @@ def chunk_hash(data: bytes | bytearray | memoryview, prefix: bytes = b"") -> byt
     data = bytes(data)
     if not SPAN_SIZE <= len(data) <= MAX_DATA_SIZE:
         raise InvalidChunk(f"chunk data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_DATA_SIZE}")
-    if _kn is not None:
-        return _numba_chunk_hash(_kn, data, bytes(prefix))
+    kn = _kn
+    if kn is not None:
+        return _numba_chunk_hash(kn, data, bytes(prefix))
     return bmt.chunk_hash(data, bytes(prefix))
 
 
 def zero_hashes(prefix: bytes = b"") -> tuple[bytes, ...]:
     """Hash of an all-zero subtree per level (level 0: the zero segment), via the active backend."""
-    if _kn is not None:
-        return tuple(row.tobytes() for row in _kn.prefix_context(bytes(prefix)).zeros)
+    kn = _kn
+    if kn is not None:
+        return tuple(row.tobytes() for row in kn.prefix_context(bytes(prefix)).zeros)
     return bmt.zero_hashes(bytes(prefix))
+
+
+# ---------------------------------------------------------------- speed
+
+_COST_ROWS = {True: 16, False: 128}  # rows per timed batch: reference, accelerated (a few ms each)
+_COST_REPEATS = 3
+_costs: dict[bool, float] = {}
+_costs_lock = threading.Lock()
+
+
+def chunk_seconds(reference: bool | None = None) -> float:
+    """Seconds one core spends on the transformed address of a full 4 KiB chunk.
+
+    Measured once per process and path (``reference`` None: the path in use
+    now), the best of a few batches of random full chunks. The sampler's
+    throughput estimates use it: the rate of a small sample is all start-up
+    cost and says little about the backend.
+    """
+    ref = _kn is None or bool(reference)  # without the kernels only the reference path can be timed
+    with _costs_lock:
+        cached = _costs.get(ref)
+        if cached is not None:
+            return cached
+        n = _COST_ROWS[ref]
+        rng = np.random.default_rng(0)
+        buf = rng.integers(0, 256, size=(n, MAX_DATA_SIZE), dtype=np.uint8)
+        buf[:, :SPAN_SIZE] = 0
+        buf[:, 1] = 0x10  # span 4096, little-endian
+        lengths = np.full(n, MAX_DATA_SIZE, np.int64)
+        offsets = np.zeros(n, np.int64)
+        is_soc = np.zeros(n, np.uint8)
+        out = np.empty((n, HASH_SIZE), np.uint8)
+        transformed_addresses(buf, lengths, offsets, None, is_soc, b"\x5a" * 32, out, reference=ref)  # warm
+        best = float("inf")
+        for _ in range(_COST_REPEATS):
+            t = time.perf_counter()
+            transformed_addresses(buf, lengths, offsets, None, is_soc, b"\x5a" * 32, out, reference=ref)
+            best = min(best, time.perf_counter() - t)
+        cost = _costs[ref] = best / n
+        return cost

@@ -124,6 +124,11 @@ class Shard:
         with self.env.begin() as txn:
             return txn_stamps(txn, self, address)
 
+    def stamp_entries(self, address: bytes) -> list[tuple[int, Stamp]]:
+        """``(chunk type byte, stamp)`` of every stamp entry of ``address``, in key order."""
+        with self.env.begin() as txn:
+            return txn_stamp_entries(txn, self, address)
+
     def iter_range(self, lo: bytes = b"", hi: bytes | None = None) -> Iterator[Entry]:
         """Index entries with ``lo <= address < hi`` (prefixes allowed), ascending, lazily."""
         with self.env.begin() as txn:
@@ -203,6 +208,9 @@ class ShardSnapshot:
     def stamps_of(self, address: bytes) -> list[Stamp]:
         return txn_stamps(self.txn, self.shard, address)
 
+    def stamp_entries(self, address: bytes) -> list[tuple[int, Stamp]]:
+        return txn_stamp_entries(self.txn, self.shard, address)
+
     def iter_range(self, lo: bytes = b"", hi: bytes | None = None) -> Iterator[Entry]:
         return txn_iter_range(self.txn, self.shard, lo, hi)
 
@@ -217,7 +225,8 @@ class ShardReader(Shard):
     Opens only that shard's environment (with normal LMDB reader locking) and
     checks its format version. Methods: ``iter_range(lo, hi)``,
     ``iter_neighbourhood(anchor, depth)``, ``read_into(address, buf)``,
-    ``get``, ``has``, ``stamps_of``, and ``snapshot()`` for a read transaction
+    ``get``, ``has``, ``stamps_of``, ``stamp_entries`` (with the chunk type
+    byte of each entry), and ``snapshot()`` for a read transaction
     with zero-copy ``view(address)``.
     """
 
@@ -265,9 +274,14 @@ def txn_load(txn: lmdb.Transaction, shard: Shard, address: bytes) -> bytes | Non
 
 
 def txn_stamps(txn: lmdb.Transaction, shard: Shard, address: bytes) -> list[Stamp]:
+    return [stamp for _, stamp in txn_stamp_entries(txn, shard, address)]
+
+
+def txn_stamp_entries(txn: lmdb.Transaction, shard: Shard, address: bytes) -> list[tuple[int, Stamp]]:
     out = []
     for key, value in iter_prefix(txn, shard.stamps, bytes(address)):
-        out.append(Stamp(bytes(key[32:64]), bytes(key[64:72]), bytes(value[1:9]), bytes(value[9:74])))
+        stamp = Stamp(bytes(key[32:64]), bytes(key[64:72]), bytes(value[1:9]), bytes(value[9:74]))
+        out.append((value[0], stamp))
     return out
 
 

@@ -6,6 +6,7 @@ The address is ``keccak(id | owner)``; the owner signs (personal-sign)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .bmt import SPAN_SIZE
@@ -58,8 +59,12 @@ def make_soc(signer: Signer, soc_id: bytes, wrapped_data: bytes) -> SOC:
     return SOC(bytes(soc_id), sig, signer.address, wrapped, bytes(wrapped_data), soc_address(soc_id, signer.address))
 
 
-def parse_soc(data: bytes | bytearray | memoryview) -> SOC:
-    """Parse SOC data and recover its owner; raises a typed error on any flaw."""
+def parse_soc(data: bytes | bytearray | memoryview, *, cac_hash: Callable[[bytes], bytes] | None = None) -> SOC:
+    """Parse SOC data and recover its owner; raises a typed error on any flaw.
+
+    ``cac_hash`` hashes the wrapped chunk (default: the selected backend);
+    callers that check the accelerated backend pass the reference BMT.
+    """
     if len(data) < MIN_DATA_SIZE:
         raise InvalidChunk(f"SOC data is {len(data)} bytes; at least {MIN_DATA_SIZE}")
     if len(data) > MAX_SOC_DATA_SIZE:
@@ -67,16 +72,18 @@ def parse_soc(data: bytes | bytearray | memoryview) -> SOC:
     raw = bytes(data)
     soc_id, sig, wrapped_data = raw[:ID_SIZE], raw[ID_SIZE:HEADER_SIZE], raw[HEADER_SIZE:]
     check_data_length(wrapped_data)
-    wrapped = cac_address(wrapped_data)
+    wrapped = cac_address(wrapped_data) if cac_hash is None else cac_hash(wrapped_data)
     owner = recover_address(sig, soc_digest(soc_id, wrapped))
     if owner == REPLICAS_OWNER and wrapped[1:] != soc_id[1:]:
         raise InvalidChunk("replica SOC id does not match its wrapped chunk address")
     return SOC(soc_id, sig, owner, wrapped, wrapped_data, soc_address(soc_id, owner))
 
 
-def validate_soc(address: bytes, data: bytes | bytearray | memoryview) -> SOC:
-    """Parse ``data`` and check it is the SOC at ``address``."""
-    soc = parse_soc(data)
+def validate_soc(
+    address: bytes, data: bytes | bytearray | memoryview, *, cac_hash: Callable[[bytes], bytes] | None = None
+) -> SOC:
+    """Parse ``data`` and check it is the SOC at ``address`` (``cac_hash`` as in ``parse_soc``)."""
+    soc = parse_soc(data, cac_hash=cac_hash)
     if soc.address != bytes(address):
         raise InvalidChunk(f"SOC resolves to {soc.address.hex()}, not to address {bytes(address).hex()}")
     return soc

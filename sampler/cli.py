@@ -2,7 +2,9 @@
 
 Prints one JSON object on stdout: the reference node's ``/rchash`` fields
 (``hash``, ``proofs``, ``durationSeconds``) followed by ``stats`` (the run's
-SampleStats), or exactly the /rchash object with ``--rchash-only``. Progress
+SampleStats), ``storageRadius`` (entries below it were not sampled) and
+``hashBackend`` (the backend in use, why, and the one the sample hashed
+with), or exactly the /rchash object with ``--rchash-only``. Progress
 (a tqdm bar: stamp entries walked of the expected count, rate, ETA) goes to
 stderr, and only when stderr is a terminal, so scripted runs get clean
 output. Exit codes: 0 sample made, 1 no sample (fewer than 16 eligible
@@ -16,6 +18,7 @@ import json
 import sys
 import time
 
+from chunkstore import hashing
 from chunkstore.errors import SwarmError
 from chunkstore.progress import bar
 
@@ -121,6 +124,8 @@ def main(argv: list[str]) -> int:
     body = render_rchash(address, proofs, time.perf_counter() - t0)
     if not args.rchash_only:
         body["stats"] = result.stats.as_dict()
+        body["storageRadius"] = result.storage_radius
+        body["hashBackend"] = {**hashing.backend_info().as_dict(), "usedBySample": result.hash_backend}
     json.dump(body, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

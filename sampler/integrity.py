@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chunkstore.bmt import chunk_hash
 from chunkstore.errors import SwarmError
 from chunkstore.layout import ChunkType
-from chunkstore.soc import validate_soc
 from chunkstore.stamp import Stamp, validate_stamp
 
 from .batches import find_batch
 from .errors import SampleIntegrityError
-from .items import SAMPLE_SIZE, SampleItem, transformed_address
+from .items import SAMPLE_SIZE, SampleItem, check_chunk, transformed_address
 
 
 def _check_chunk(i: int, item: SampleItem, anchor: bytes) -> None:
@@ -26,16 +24,13 @@ def _check_chunk(i: int, item: SampleItem, anchor: bytes) -> None:
     if not isinstance(data, bytes):
         # bytes is immutable and owns its memory; anything else may alias a reused buffer.
         raise SampleIntegrityError(i, f"chunk data is a {type(data).__name__}, not an own bytes object")
-    if item.chunk_type == ChunkType.CAC:
-        if len(data) < 8 or chunk_hash(data) != item.chunk_address:
-            raise SampleIntegrityError(i, f"CAC data does not hash to chunk address {item.chunk_address.hex()}")
-    elif item.chunk_type == ChunkType.SOC:
-        try:
-            validate_soc(item.chunk_address, data)
-        except SwarmError as exc:
-            raise SampleIntegrityError(i, f"SOC data is not the SOC {item.chunk_address.hex()}: {exc}") from None
-    else:
+    if item.chunk_type not in (ChunkType.CAC, ChunkType.SOC):
         raise SampleIntegrityError(i, f"chunk type {item.chunk_type} is neither CAC nor SOC")
+    try:
+        check_chunk(item.chunk_address, data, item.chunk_type)
+    except SwarmError as exc:
+        kind = "CAC" if item.chunk_type == ChunkType.CAC else "SOC"
+        raise SampleIntegrityError(i, f"{kind} data is not the chunk {item.chunk_address.hex()}: {exc}") from None
     got = transformed_address(item.chunk_address, data, item.chunk_type, anchor)
     if got != item.transformed_address:
         raise SampleIntegrityError(

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chunkstore.bmt import chunk_hash
+from chunkstore.bmt import SPAN_SIZE, chunk_hash
+from chunkstore.cac import MAX_DATA_SIZE
+from chunkstore.errors import InvalidChunk
 from chunkstore.keccak import keccak256
 from chunkstore.layout import ChunkType
-from chunkstore.soc import HEADER_SIZE
+from chunkstore.soc import HEADER_SIZE, validate_soc
 from chunkstore.stamp import Stamp
 
 SAMPLE_SIZE = 16
@@ -28,6 +30,23 @@ def transformed_address(address: bytes, data: bytes | bytearray | memoryview, ch
         inner = chunk_hash(memoryview(data)[HEADER_SIZE:], anchor)
         return keccak256(bytes(address), inner)
     raise ValueError(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
+
+
+def check_chunk(address: bytes, data: bytes | bytearray | memoryview, chunk_type: int) -> None:
+    """Raise a ``SwarmError`` unless ``data`` is the chunk of ``chunk_type`` at ``address``.
+
+    Hashes with the pysha3 reference only, never the accelerated backend: this
+    is what the backend's answers are checked against.
+    """
+    if chunk_type == ChunkType.CAC:
+        if not SPAN_SIZE <= len(data) <= MAX_DATA_SIZE:
+            raise InvalidChunk(f"CAC data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_DATA_SIZE}")
+        if chunk_hash(data) != bytes(address):
+            raise InvalidChunk(f"CAC data does not hash to chunk address {bytes(address).hex()}")
+    elif chunk_type == ChunkType.SOC:
+        validate_soc(address, data, cac_hash=chunk_hash)
+    else:
+        raise InvalidChunk(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
 
 
 def wrapped_cac(data: bytes, chunk_type: int) -> bytes:
@@ -58,6 +77,7 @@ class SampleStats:
     chunk_load_failed: int = 0
     duplicates_ignored: int = 0
     reruns: int = 0
+    hash_mismatches: int = 0  # accelerated hash != reference for a candidate: the sample was redone
     taddr_duration: float = 0.0
     chunk_load_duration: float = 0.0
     iteration_duration: float = 0.0
@@ -85,3 +105,5 @@ class SampleResult:
     stats: SampleStats = field(default_factory=SampleStats)
     anchor: bytes = b""
     depth: int = 0
+    storage_radius: int = 0  # entries below it (proximity to the overlay) were not sampled
+    hash_backend: str = ""  # the hashing path phase 1 used for the answer: "numba" or "pysha3"

@@ -2,8 +2,8 @@
 
 Phase 1 (``sampler.worker``) runs one task per shard in a process pool and
 returns, per shard, the ``k`` smallest ``(transformed address, batch id)``
-candidates that pass the index-only filters (balance, chunk type, stamp
-time). Phase 2 merges the shards' candidates in ascending key order and, for
+candidates that pass the index-only filters (storage radius, balance, chunk
+type, stamp time). Phase 2 merges the shards' candidates in ascending key order and, for
 each candidate that can still enter the sample, loads the chunk and its stamp
 from the store, re-checks the stamp time, re-derives the transformed address
 from the loaded bytes and validates the stamp against the batch; it stops at
@@ -13,12 +13,26 @@ candidates above the last one consumed, with a four times larger ``k``: the
 merge never takes a candidate while a smaller one may still be unseen, so the
 result does not depend on how many stamps are invalid or on ``k``.
 
+Phase 2 sees exactly the stamp entries phase 1 let through: for a candidate
+(chunk X, batch B) it takes the entries of X under B whose chunk type byte is
+the candidate's and whose time is not after the consensus time, so an entry
+phase 1 skipped (a rogue type byte, a newer stamp) never reaches a proof.
+
 Duplicates. One chunk held under several stamps has one transformed address
 and enters the sample once. Rule: among its stamps that pass every check, the
 one with the smallest batch id (bytewise) is the item's stamp; when a chunk
 holds several stamps of one batch, the one with the smallest index. This
 falls out of the merge order (transformed address, then batch id) and is the
 same whatever the shard layout or worker count.
+
+Hashing backend. Phase 2 re-derives each candidate's transformed address
+with the pysha3 reference. If the accelerated backend's answer for a chunk
+differs from it (and not because a SOC was replaced meanwhile), that is a
+wrong kernel, not a bad chunk: it is logged as an error, counted
+(``stats.hash_mismatches``), the process switches to the reference backend
+(``hashing.demote``), and the whole sample is redone with it, since a wrong
+hash may also have pushed a chunk that belongs in the sample out of every
+shard's candidate list.
 
 Consistency. Each shard is scanned in one LMDB read transaction. Phase 2
 reads the store afresh; a candidate whose chunk or stamp changed or vanished
@@ -32,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import heapq
+import logging
 import multiprocessing
 import os
 import threading
@@ -41,17 +56,22 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from chunkstore.cac import is_valid_cac
+import numpy as np
+
+from chunkstore import hashing
 from chunkstore.errors import SwarmError
-from chunkstore.layout import MAX_PO, ChunkType
-from chunkstore.soc import validate_soc
+from chunkstore.layout import ChunkType, neighbourhood_range
+from chunkstore.soc import HEADER_SIZE
 from chunkstore.stamp import Stamp, validate_stamp
 
 from .batches import below_balance_batches, find_batch
 from .candidates import Candidate
 from .errors import InsufficientSample, SamplerWorkerError
-from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, transformed_address
+from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, check_chunk, transformed_address
+from .scope import SampleScope, range_fraction_bits
 from .worker import ShardScan, ShardTask, init_worker, scan_shard, scan_snapshot
+
+log = logging.getLogger(__name__)
 
 DEFAULT_K = 64  # 4x the sample size: one invalid stamp in four near the top costs no rescan
 RESCAN_GROWTH = 4
@@ -165,16 +185,31 @@ def _store_path(store: Any) -> str:
     raise TypeError("the store does not expose its directory (path)")
 
 
-def expected_entries(store: Any, anchor: bytes, depth: int) -> int:
-    """Estimated stamp entries in the neighbourhood: the store's stamp count over 2^(compared bits).
+def sample_scope(store: Any, anchor: bytes, depth: int) -> SampleScope:
+    """What a sample of ``store`` covers: the anchor's neighbourhood within the store's storage radius."""
+    reserve = getattr(store, "reserve", None)
+    if reserve is None:
+        return SampleScope(bytes(anchor), depth)
+    return SampleScope(bytes(anchor), depth, bytes(reserve.overlay), int(reserve.radius))
 
-    Exact at depth 0; otherwise addresses are uniform, so the neighbourhood
-    holds about ``1 / 2^bits`` of them (bits as ``neighbourhood_range``
-    compares them). Reads LMDB's per-database counters only.
+
+def expected_entries(store: Any, anchor: bytes, depth: int) -> int:
+    """Estimated stamp entries a sample walks, from counters only (no scan).
+
+    Addresses are uniform, so a range covering ``1 / 2^bits`` of the address
+    space holds about that share of the entries: of all of them with radius
+    0 (exact at depth 0), else of those within the radius (the per-bin
+    counters), the radius range covering ``1 / 2^radius``.
     """
-    if depth > MAX_PO or not anchor:
+    if not anchor:
         return 0
-    bits = min(depth, 8 * min(4, len(anchor)))
+    scope = sample_scope(store, anchor, depth)
+    bits = range_fraction_bits(scope.key_range())
+    if bits is None:
+        return 0
+    if scope.radius and scope.overlay:
+        base = range_fraction_bits(neighbourhood_range(scope.overlay, scope.radius)) or 0
+        return int(store.reserve.status().size_within_radius) >> max(0, bits - base)
     stamps = sum(store.shard(i).counts()["stamps"] for i in range(int(store.shard_count)))
     return stamps >> bits
 
@@ -213,14 +248,14 @@ class _ShardStream:
 class _Phase1:
     """Runs shard scans, in the pool or (workers == 0) in this process."""
 
-    def __init__(self, store: Any, anchor: bytes, depth: int, consensus_time: int,
-                 excluded: frozenset[bytes], workers: int, k: int,
+    def __init__(self, store: Any, scope: SampleScope, consensus_time: int,
+                 excluded: frozenset[bytes], workers: int, k: int, reference: bool,
                  progress: Callable[[int], None] | None = None) -> None:  # fmt: skip
         self.store = store
         self.path = _store_path(store)
         self.shards = int(store.shard_count)
-        self.anchor = bytes(anchor)
-        self.depth = depth
+        self.scope = scope
+        self.reference = reference
         self.consensus_time = consensus_time
         self.excluded = excluded
         self.k = k
@@ -231,7 +266,11 @@ class _Phase1:
         self.progress = progress
 
     def _task(self, shard: int, k: int, after: tuple[bytes, bytes] | None, slot: int | None = None) -> ShardTask:
-        return ShardTask(self.path, shard, self.anchor, self.depth, self.consensus_time, self.excluded, k, after, slot)
+        sc = self.scope
+        return ShardTask(
+            self.path, shard, sc.anchor, sc.depth, self.consensus_time, self.excluded, k, after, slot,
+            overlay=sc.overlay, radius=sc.radius, reference=self.reference,
+        )  # fmt: skip
 
     def _run_here(self, tasks: list[ShardTask], progress: Callable[[int], None] | None) -> list[ShardScan]:
         out = []
@@ -349,22 +388,56 @@ def _merged(phase1: _Phase1, streams: list[_ShardStream]) -> Iterator[Candidate]
 # ----------------------------------------------------------------- phase 2
 
 
-class _Phase2:
-    """Loads, re-checks and validates candidates in order until the sample is full."""
+class BackendMismatch(Exception):
+    """Phase 1's transformed address of a chunk is not the reference's (internal: triggers the redo)."""
 
-    def __init__(self, store: Any, anchor: bytes, consensus_time: int, stats: SampleStats) -> None:
+    def __init__(self, address: bytes, chunk_type: int, accelerated: bytes, reference: bytes) -> None:
+        self.address = address
+        self.chunk_type = chunk_type
+        self.accelerated = accelerated
+        self.reference = reference
+        self.stats: SampleStats | None = None  # of the run that caught it
+        super().__init__(
+            f"accelerated hashing backend gave transformed address {accelerated.hex()} for "
+            f"{'SOC' if chunk_type == ChunkType.SOC else 'CAC'} {address.hex()}; the reference gives {reference.hex()}"
+        )
+
+
+def _accelerated_taddr(address: bytes, data: bytes, chunk_type: int, anchor: bytes) -> bytes:
+    """The transformed address of one chunk by the accelerated backend of this process."""
+    offset = HEADER_SIZE if chunk_type == ChunkType.SOC else 0
+    row = np.frombuffer(data, np.uint8).reshape(1, -1)
+    out = np.empty((1, 32), np.uint8)
+    soc_address = np.frombuffer(address, np.uint8).reshape(1, 32)
+    hashing.transformed_addresses(
+        row, np.array([len(data)], np.int64), np.array([offset], np.int64), soc_address,
+        np.array([chunk_type == ChunkType.SOC], np.uint8), anchor, out,
+    )  # fmt: skip
+    return out[0].tobytes()
+
+
+class _Phase2:
+    """Loads, re-checks and validates candidates in order until the sample is full.
+
+    ``reference``: phase 1 hashed with the pysha3 reference, so a differing
+    transformed address can only mean the chunk changed since.
+    """
+
+    def __init__(self, store: Any, anchor: bytes, consensus_time: int, stats: SampleStats, reference: bool) -> None:
         self.store = store
         self.anchor = bytes(anchor)
         self.consensus_time = consensus_time
         self.stats = stats
+        self.reference = reference
         self.items: list[SampleItem] = []
-        self._data: dict[bytes, bytes | None] = {}  # address -> verified data (None: unusable)
-        self._done: set[tuple[bytes, bytes]] = set()  # (address, batch id) already tried
+        self._data: dict[tuple[bytes, int], bytes | None] = {}  # (address, type) -> verified data (None: unusable)
+        self._done: set[tuple[bytes, bytes, int]] = set()  # (address, batch id, type) already tried
 
     def _load(self, address: bytes, chunk_type: int, taddr: bytes) -> bytes | None:
         """The chunk's data if it still matches what phase 1 hashed; else None (counted)."""
-        if address in self._data:
-            return self._data[address]
+        key = (address, chunk_type)
+        if key in self._data:
+            return self._data[key]
         st = self.stats
         t = time.perf_counter()
         data: bytes | None
@@ -378,44 +451,59 @@ class _Phase2:
             data = None
         if data is None:
             st.chunk_load_failed += 1
-        self._data[address] = data
+        self._data[key] = data
         return data
 
     def _intact(self, address: bytes, data: bytes, chunk_type: int, taddr: bytes) -> bool:
-        # A corrupt or concurrently replaced chunk would give a claim the contract refuses.
+        """Is ``data`` the chunk phase 1 hashed to ``taddr``? Raises ``BackendMismatch`` on a wrong kernel."""
         try:
-            if chunk_type == ChunkType.SOC:
-                validate_soc(address, data)
-            else:
-                if not is_valid_cac(address, data):
-                    return False
-            t = time.perf_counter()
-            ok = transformed_address(address, data, chunk_type, self.anchor) == taddr
-            self.stats.taddr_duration += time.perf_counter() - t
-            return ok
-        except (SwarmError, ValueError):
+            # A corrupt or concurrently replaced chunk would give a claim the contract refuses.
+            check_chunk(address, data, chunk_type)
+        except SwarmError:
             return False
+        t = time.perf_counter()
+        want = transformed_address(address, data, chunk_type, self.anchor)
+        self.stats.taddr_duration += time.perf_counter() - t
+        if want == taddr:
+            return True
+        if self.reference:
+            return False  # the chunk (a SOC) was replaced after phase 1 hashed it
+        # A CAC's data is fixed by its address, so phase 1 hashed these very bytes. A SOC may
+        # have been replaced since: then this process's kernel agrees with the reference on
+        # the new bytes, and the candidate is merely stale.
+        if chunk_type == ChunkType.CAC or _accelerated_taddr(address, data, chunk_type, self.anchor) != want:
+            raise BackendMismatch(address, chunk_type, taddr, want)
+        return False
 
-    def _stamps(self, address: bytes, batch_id: bytes) -> list[Stamp]:
+    def _stamps(self, address: bytes, batch_id: bytes, chunk_type: int) -> list[Stamp]:
+        """The entries of ``address`` under ``batch_id`` with the candidate's chunk type, by stamp index.
+
+        Phase 1 skipped entries of another type byte (rogue ones above all); the
+        caller skips those stamped after the consensus time, as phase 1 did.
+        """
         try:
-            stamps = self.store.stamps_of(address)
+            entries = self.store.shard(self.store.shard_of(address)).stamp_entries(address)
         except SwarmError:
             return []
-        return sorted((s for s in stamps if s.batch_id == batch_id), key=lambda s: s.index)
+        out = [stamp for kind, stamp in entries if kind == chunk_type and stamp.batch_id == batch_id]
+        return sorted(out, key=lambda s: s.index)
 
     def offer(self, cand: Candidate) -> bool:
         """Try one candidate; True when the sample is full."""
         taddr, batch_id, address, chunk_type = cand
+        key = (address, batch_id, chunk_type)
+        if key in self._done:
+            return False  # a further entry of a (chunk, batch) already tried with all its entries
+        self._done.add(key)
         if self.items and self.items[-1].transformed_address == taddr:
+            # The chunk is in the sample under a smaller batch id: one count per further batch.
             self.stats.duplicates_ignored += 1
             return False
-        if (address, batch_id) in self._done:
-            return False
-        self._done.add((address, batch_id))
         st = self.stats
-        stamps = self._stamps(address, batch_id)
+        stamps = self._stamps(address, batch_id, chunk_type)
         if not stamps:
-            st.chunk_load_failed += 1  # the stamp vanished since phase 1
+            # The entry vanished or changed since phase 1 (a newer stamp took its slot).
+            st.chunk_load_failed += 1
             return False
         batch = find_batch(self.store.batches, batch_id)
         for stamp in stamps:
@@ -475,26 +563,68 @@ def reserve_sample(
     if k < 1:
         raise ValueError("k must be positive")
     t0 = time.perf_counter()
+    scope = sample_scope(store, anchor, depth)
     excluded = below_balance_batches(store.batches, min_batch_balance)
     nworkers = default_workers() if workers is None else workers
-    phase1 = _Phase1(store, anchor, depth, consensus_time, excluded, nworkers, k, progress)
+    reference = not hashing.accelerated()
+    try:
+        items, stats = _sample_once(store, scope, consensus_time, excluded, nworkers, k, reference, progress)
+    except BackendMismatch as exc:
+        log.error(
+            "hashing backend mismatch: redoing the sample with the reference backend",
+            extra={"fields": {"chunk": exc.address.hex(), "chunk_type": int(exc.chunk_type), "anchor": scope.anchor.hex(),
+                              "accelerated": exc.accelerated.hex(), "reference": exc.reference.hex()}},
+        )  # fmt: skip
+        hashing.demote(str(exc))
+        walked = exc.stats.total_iterated if exc.stats is not None else 0
+
+        def resumed(n: int) -> None:
+            progress(walked + n)  # type: ignore[misc]
+
+        reference = True
+        items, stats = _sample_once(
+            store, scope, consensus_time, excluded, nworkers, k, reference, resumed if progress else None
+        )
+        stats.hash_mismatches += 1
+    stats.total_duration = time.perf_counter() - t0
+    stats.chunks_per_second = stats.total_iterated / stats.total_duration if stats.total_duration > 0 else 0.0
+    if len(items) < SAMPLE_SIZE:
+        raise InsufficientSample(len(items), stats=stats)
+    return SampleResult(
+        items=items, stats=stats, anchor=bytes(anchor), depth=depth, storage_radius=scope.radius,
+        hash_backend="pysha3" if reference else "numba",
+    )  # fmt: skip
+
+
+def _sample_once(
+    store: Any,
+    scope: SampleScope,
+    consensus_time: int,
+    excluded: frozenset[bytes],
+    workers: int,
+    k: int,
+    reference: bool,
+    progress: Callable[[int], None] | None,
+) -> tuple[list[SampleItem], SampleStats]:
+    """Phases 1 and 2 with one hashing path; the items (up to 16) and the run's stats."""
+    t0 = time.perf_counter()
+    phase1 = _Phase1(store, scope, consensus_time, excluded, workers, k, reference, progress)
     streams = [_ShardStream(scan) for scan in phase1.first()]
     t1 = time.perf_counter()
     stats = phase1.stats
     stats.phase1_duration = t1 - t0
-
-    phase2 = _Phase2(store, anchor, consensus_time, stats)
-    for cand in _merged(phase1, streams):
-        if phase2.offer(cand):
-            break
-    t2 = time.perf_counter()
-    stats.reruns = phase1.rescans
-    stats.phase2_duration = t2 - t1
-    stats.total_duration = t2 - t0
-    stats.chunks_per_second = stats.total_iterated / stats.total_duration if stats.total_duration > 0 else 0.0
-    if len(phase2.items) < SAMPLE_SIZE:
-        raise InsufficientSample(len(phase2.items), stats=stats)
-    return SampleResult(items=phase2.items, stats=stats, anchor=bytes(anchor), depth=depth)
+    phase2 = _Phase2(store, scope.anchor, consensus_time, stats, reference)
+    try:
+        for cand in _merged(phase1, streams):
+            if phase2.offer(cand):
+                break
+    except BackendMismatch as exc:
+        exc.stats = stats
+        raise
+    finally:
+        stats.reruns = phase1.rescans
+        stats.phase2_duration = time.perf_counter() - t1
+    return phase2.items, stats
 
 
 async def reserve_sample_async(

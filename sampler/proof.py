@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chunkstore.bmt import SPAN_SIZE, Proof, proof_root_hash, prove
-from chunkstore.cac import make_cac
+from chunkstore.bmt import SPAN_SIZE, Proof, chunk_hash, proof_root_hash, prove
 from chunkstore.errors import InvalidProof
 from chunkstore.keccak import keccak256
 from chunkstore.layout import ChunkType
@@ -34,7 +33,9 @@ BRANCHES = 128
 def sample_chunk(items: list[SampleItem]) -> tuple[bytes, bytes]:
     """``(address, data)`` of the sample chunk built from ``items`` in their order."""
     payload = b"".join(bytes(it.chunk_address) + bytes(it.transformed_address) for it in items)
-    return make_cac(payload)
+    # Hashed by the reference BMT: the claim must not depend on the accelerated backend.
+    data = len(payload).to_bytes(SPAN_SIZE, "little") + payload
+    return chunk_hash(data), data
 
 
 def sample_hash(items: list[SampleItem]) -> bytes:
@@ -102,7 +103,8 @@ class ChunkInclusionProofs:
 def _soc_proof(item: SampleItem) -> SOCProof | None:
     if item.chunk_type != ChunkType.SOC:
         return None
-    soc = parse_soc(item.chunk_data)
+    # The reference BMT: a proof must not depend on the accelerated backend being right.
+    soc = parse_soc(item.chunk_data, cac_hash=chunk_hash)
     return SOCProof(signer=soc.owner, signature=soc.signature, identifier=soc.id, chunk_addr=soc.wrapped_address)
 
 

@@ -1,8 +1,9 @@
 """Phase 1 of the sample, run in a worker process per shard.
 
-A worker walks the neighbourhood's key range of one shard in the stamp
-index, drops (chunk, stamp) entries by index data alone (below-balance
-batch, rogue type, stamp newer than the consensus time), copies each
+A worker walks the key range of one shard's stamp index that the sample
+covers (the anchor's neighbourhood within the storage radius, see
+``sampler.scope``), drops (chunk, stamp) entries by index data alone
+(below-balance batch, rogue type, stamp newer than the consensus time), copies each
 remaining chunk's bytes into a row of a reused ``uint8`` buffer, hashes whole
 batches of rows with the batch kernel, and keeps only the ``k`` smallest
 ``(transformed address, batch id)`` candidates. No per-chunk objects beyond
@@ -45,6 +46,7 @@ from chunkstore.store_errors import ChunkNotFound
 
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
+from .scope import SampleScope
 
 ROWS = 256  # rows per kernel call: amortises its argument checks and dispatch over many chunks
 STRIDE = -(-MAX_SOC_DATA_SIZE // 16) * 16  # room for a full SOC, rounded up to 16 (4208)
@@ -103,9 +105,10 @@ def _hash_rows(
     is_soc: np.ndarray,
     prefix: bytes,
     out: np.ndarray,
+    reference: bool,
 ) -> None:
     """Transformed addresses of a batch of rows (the one place that names the backend)."""
-    hashing.transformed_addresses(buf, lengths, offsets, soc_addresses, is_soc, prefix, out)
+    hashing.transformed_addresses(buf, lengths, offsets, soc_addresses, is_soc, prefix, out, reference=reference)
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,9 @@ class ShardTask:
     k: int
     after: Key | None = None
     progress_slot: int | None = None  # slot of the pool's progress counters to add walked entries to
+    overlay: bytes = b""  # the node's overlay and storage radius: entries below the radius are not walked
+    radius: int = 0
+    reference: bool = False  # hash with the pysha3 reference, whatever this process's backend is
 
 
 @dataclass
@@ -157,6 +163,9 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
     anchor = task.anchor
     excluded = task.excluded
     consensus = task.consensus_time
+    reference = task.reference
+    key_range = SampleScope(anchor, task.depth, task.overlay, task.radius).key_range()
+    entries = iter(()) if key_range is None else snap.iter_range(*key_range)
 
     buf = np.zeros((ROWS, STRIDE), np.uint8)
     rows = [memoryview(buf[i]) for i in range(ROWS)]
@@ -184,7 +193,7 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
         n = len(addresses)
         if n:
             t = time.perf_counter()
-            _hash_rows(buf, lengths[:n], offsets[:n], soc_addresses, is_soc[:n], anchor, out)
+            _hash_rows(buf, lengths[:n], offsets[:n], soc_addresses, is_soc[:n], anchor, out, reference)
             taddr_s += time.perf_counter() - t
             cands.offer_rows(out, entry_rows, entry_batches, addresses, types)
         addresses.clear()
@@ -197,7 +206,8 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
 
     perf_ns = time.perf_counter_ns
     last_address = None  # the chunk in the newest row, for its further stamps
-    for address, chunk_type, batch_id, ts in snap.iter_neighbourhood(anchor, task.depth):
+    last_type = -1
+    for address, chunk_type, batch_id, ts in entries:
         total += 1
         if batch_id in excluded:
             below += 1
@@ -208,9 +218,10 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
         if ts > consensus:
             new += 1
             continue
-        if address == last_address:
+        if address == last_address and chunk_type == last_type:
             # Entries are in address order, so a chunk's further stamps follow at once:
-            # they share its row and its hash.
+            # they share its row and its hash (if their entries give the same chunk type;
+            # the reference hashes each entry by its own type).
             entry_rows.append(len(addresses) - 1)
             entry_batches.append(batch_id)
             continue
@@ -243,6 +254,7 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
         entry_rows.append(n)
         entry_batches.append(batch_id)
         last_address = address
+        last_type = chunk_type
     flush(total)
     if report is not None and total > reported:
         report(total - reported)

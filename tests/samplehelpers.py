@@ -1,20 +1,25 @@
 """Shared helpers of the sampler tests: the reference vector's chunks and a
-deliberately simple one-process sampler written straight from SPEC.md."""
+deliberately simple one-process sampler written straight from SPEC.md.
+
+The simple sampler checks chunks and stamps with ``textbook`` (its own BMT,
+keccak from ``sha3`` and signature recovery with ``coincurve``), never with
+the code under test; ``chunkstore`` is used here only to *build* stores.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import textbook
 from reference_recipe import load_vector  # noqa: F401  (re-exported for the sampler tests)
 
-from chunkstore.bmt import chunk_hash
 from chunkstore.cac import make_cac
 from chunkstore.keccak import keccak256
 from chunkstore.layout import ChunkType
 from chunkstore.signer import Signer
 from chunkstore.soc import make_soc
 from chunkstore.stamp import Stamp, sign_stamp
-from sampler.items import SampleItem
+from sampler.items import SAMPLE_SIZE, SampleItem
 
 VECTOR_KEY = b"0" * 32
 VECTOR_BATCH = keccak256(b"The Inverted Jenny")
@@ -54,10 +59,8 @@ def vector_stamp(address: bytes) -> Stamp:
 
 
 def spec_transformed_address(address: bytes, data: bytes, chunk_type: int, anchor: bytes) -> bytes:
-    """SPEC.md's rule, written out independently of sampler.items."""
-    if chunk_type == ChunkType.CAC:
-        return chunk_hash(data, anchor)
-    return keccak256(address + chunk_hash(data[97:], anchor))
+    """SPEC.md's rule, by the textbook primitives (independent of sampler.items and chunkstore.bmt)."""
+    return textbook.transformed_address(address, data, chunk_type == ChunkType.SOC, anchor)
 
 
 def vector_sample() -> list[SampleItem]:
@@ -95,17 +98,38 @@ class World:
     batches: dict[bytes, object]
     rogue: set[tuple[bytes, bytes, bytes]]
     base_time: int
-    _taddr: dict[tuple[bytes, bytes], bytes] | None = None
+    _taddr: dict[tuple[bytes, bytes], bytes] = field(default_factory=dict)
+    _valid: dict[tuple, bool] = field(default_factory=dict)  # textbook verdicts: they do not depend on the anchor
 
     def taddr(self, address: bytes, anchor: bytes) -> bytes:
-        if self._taddr is None:
-            self._taddr = {}
         key = (address, anchor)
         got = self._taddr.get(key)
         if got is None:
             data, ctype = self.chunks[address]
             got = self._taddr[key] = spec_transformed_address(address, data, ctype, anchor)
         return got
+
+    def chunk_valid(self, address: bytes) -> bool:
+        data, ctype = self.chunks[address]
+        key = ("chunk", address, data, ctype)
+        if key not in self._valid:
+            try:
+                textbook.check_chunk(address, data, ctype == ChunkType.SOC)
+                self._valid[key] = True
+            except textbook.Invalid:
+                self._valid[key] = False
+        return self._valid[key]
+
+    def stamp_valid(self, address: bytes, st: Stamp, batch) -> bool:
+        key = ("stamp", address, st.to_bytes(), batch.owner, batch.depth, batch.bucket_depth)
+        if key not in self._valid:
+            try:
+                textbook.check_stamp(address, st.batch_id, st.index, st.timestamp, st.signature,
+                                     batch.owner, batch.depth, batch.bucket_depth)  # fmt: skip
+                self._valid[key] = True
+            except textbook.Invalid:
+                self._valid[key] = False
+        return self._valid[key]
 
 
 def force_batch(store, batch) -> None:
@@ -130,6 +154,63 @@ def force_rogue(store, address: bytes, stamp: Stamp) -> None:
     with shard.env.begin(write=True) as txn:
         value = bytes(txn.get(key, db=shard.stamps))
         txn.put(key, b"\x00" + value[1:], db=shard.stamps)
+
+
+def _shard_txn(store, address: bytes):
+    shard = store.shard(store.shard_of(address))
+    return shard, shard.env.begin(write=True)
+
+
+def force_entry(store, address: bytes, stamp: Stamp, chunk_type: int) -> None:
+    """Back door: write one stamp entry as given (any index, signature or type byte), no slot, no checks."""
+    from chunkstore.layout import stamp_key, stamp_value
+
+    shard, txn = _shard_txn(store, address)
+    with txn:
+        txn.put(stamp_key(address, stamp.batch_id, stamp.index),
+                stamp_value(chunk_type, stamp.timestamp, stamp.signature), db=shard.stamps)  # fmt: skip
+
+
+def force_data(store, address: bytes, data: bytes) -> None:
+    """Back door: store ``data`` under ``address`` whatever it hashes to (head and tail as the layout cuts them)."""
+    from chunkstore.layout import HEAD_SIZE
+
+    shard, txn = _shard_txn(store, address)
+    with txn:
+        txn.put(address, data[:HEAD_SIZE], db=shard.chunks)
+        if len(data) > HEAD_SIZE:
+            txn.put(address, data[HEAD_SIZE:], db=shard.tails)
+        else:
+            txn.delete(address, db=shard.tails)
+
+
+def force_unknown_batch(store, batch_id: bytes) -> None:
+    """Back door: delete a batch record but keep its stamps (they now name an unknown batch)."""
+    bs = store.batches
+    with bs._env.begin(write=True) as txn:
+        assert txn.delete(batch_id, db=bs._db)
+
+
+def faulty_backend(monkeypatch, wrong: dict[bytes, bytes]) -> None:
+    """Make the accelerated path answer ``wrong[t]`` where the right answer is ``t`` (the reference path stays right).
+
+    Only phase 1 run in this process (``workers=0``) sees the patch.
+    """
+    import numpy as np
+
+    from chunkstore import hashing
+
+    real = hashing.transformed_addresses
+
+    def broken(buf, lengths, offsets, soc_addresses, is_soc, prefix, out, *, reference=False):
+        real(buf, lengths, offsets, soc_addresses, is_soc, prefix, out, reference=reference)
+        if not reference:
+            for i in range(len(lengths)):
+                bad = wrong.get(out[i].tobytes())
+                if bad is not None:
+                    out[i] = np.frombuffer(bad, np.uint8)
+
+    monkeypatch.setattr(hashing, "transformed_addresses", broken)
 
 
 class SlotCounter:
@@ -229,30 +310,49 @@ class Expected:
     below: int
     rogue: int
     new: int
+    passing: dict[bytes, set[bytes]]  # address -> batches of its entries that pass the index-only filters
+
+    def duplicates(self) -> int:
+        """Candidates the sampler must skip as duplicates: for each of the first 15 items (the 16th
+        ends the sample), the further batches under which the same chunk passed phase 1."""
+        return sum(
+            sum(1 for b in self.passing[address] if b > stamp.batch_id)
+            for _, address, _, stamp, _ in self.items[: SAMPLE_SIZE - 1]
+        )
 
 
-def simple_sample(world: World, anchor: bytes, depth: int, consensus_time: int, min_balance: int | None) -> Expected:
+def simple_sample(
+    world: World,
+    anchor: bytes,
+    depth: int,
+    consensus_time: int,
+    min_balance: int | None,
+    overlay: bytes | None = None,
+    radius: int = 0,
+) -> Expected:
     """SPEC.md's sample, one chunk at a time, from the tests' own record of the store.
 
-    A stamp counts if its entry is not rogue, its batch is known and not below
-    the balance, its time is not after the consensus time, and it is valid.
-    A chunk with several such stamps enters once, with the stamp of the
-    smallest batch id (then index).
+    A chunk is walked if ``proximity(address, anchor) >= depth`` and (given an
+    overlay) ``proximity(address, overlay) >= radius``, as the reference walks
+    its reserve from the storage radius. A stamp counts if its entry is not
+    rogue, its batch is known and not below the balance, its time is not after
+    the consensus time, and it is valid; the chunk must be valid too. A chunk
+    with several such stamps enters once, with the stamp of the smallest batch
+    id (then index).
     """
-    from chunkstore.errors import InvalidStamp
-    from chunkstore.proximity import proximity
-    from chunkstore.stamp import validate_stamp
-
     out = []
+    passing: dict[bytes, set[bytes]] = {}
     iterated = below = rogue = new = 0
     for address, (data, ctype) in world.chunks.items():
-        if proximity(address, anchor) < depth:
+        if textbook.proximity(address, anchor) < depth:
+            continue
+        if overlay is not None and textbook.proximity(address, overlay) < radius:
             continue
         valid = []
         for st in world.stamps[address]:
             iterated += 1
-            b = world.batches[st.batch_id]
-            if min_balance is not None and b.value < min_balance:
+            b = world.batches.get(st.batch_id)
+            if min_balance is not None and b is not None and b.value < min_balance:
                 below += 1
                 continue
             if (address, st.batch_id, st.index) in world.rogue:
@@ -261,13 +361,13 @@ def simple_sample(world: World, anchor: bytes, depth: int, consensus_time: int, 
             if st.timestamp_ns > consensus_time:
                 new += 1
                 continue
-            try:
-                validate_stamp(st, address, b.owner, b.depth, b.bucket_depth)
-            except InvalidStamp:
+            passing.setdefault(address, set()).add(st.batch_id)
+            if b is None or not world.stamp_valid(address, st, b):
                 continue
             valid.append(st)
-        if valid:
-            best = min(valid, key=lambda s: (s.batch_id, s.index))
-            out.append((world.taddr(address, anchor), address, data, best, ctype))
+        if not valid or not world.chunk_valid(address):
+            continue
+        best = min(valid, key=lambda s: (s.batch_id, s.index))
+        out.append((world.taddr(address, anchor), address, data, best, ctype))
     out.sort(key=lambda t: t[0])
-    return Expected(out, iterated, below, rogue, new)
+    return Expected(out, iterated, below, rogue, new, passing)

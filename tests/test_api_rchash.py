@@ -6,17 +6,15 @@ import asyncio
 import re
 
 import pytest
+import textbook
 from aiohttp.test_utils import TestClient, TestServer
 from apihelpers import Uploader, simple_sample
 from test_api import build, expect_error
 
 from api.routes_rchash import full_reserve_estimate
 from api.state import STATE
-from chunkstore.bmt import chunk_hash
 from chunkstore.keccak import keccak256
-from chunkstore.proximity import proximity
 from chunkstore.store import ChunkStore
-from sampler.proof import sample_hash
 
 HEX64 = re.compile("[0-9a-f]{64}")
 PROOF_KEYS = [
@@ -40,22 +38,14 @@ def filled_store(tmp_path, n_cac: int = 40, n_soc: int = 10) -> tuple[ChunkStore
 
 
 def expected_hash(store: ChunkStore, anchor: bytes, depth: int) -> bytes:
-    """The sample hash by SPEC.md's rule, computed apart from the daemon (one stamp per chunk here)."""
-    items = []
+    """The sample hash by SPEC.md's rule, with the tests' textbook primitives (one stamp per chunk here)."""
+    pairs = []
     for addr, ctype, _, _ in store.iter_neighbourhood(b"", 0):
-        if proximity(addr, anchor) < depth:
+        if textbook.proximity(addr, anchor) < depth:
             continue
-        data = store.get(addr)
-        taddr = chunk_hash(data, anchor) if ctype == 1 else keccak256(addr + chunk_hash(data[97:], anchor))
-
-        class It:  # minimal SampleItem look-alike for sample_hash
-            pass
-
-        it = It()
-        it.chunk_address, it.transformed_address = addr, taddr
-        items.append(it)
-    items.sort(key=lambda it: it.transformed_address)
-    return sample_hash(items[:16])
+        pairs.append((textbook.transformed_address(addr, store.get(addr), ctype == 2, anchor), addr))
+    pairs.sort()
+    return textbook.sample_hash([(a, t) for t, a in pairs[:16]])
 
 
 def check_proof(p: dict) -> None:
@@ -110,6 +100,8 @@ async def test_rchash_verbose(tmp_path):
         assert [it["transformedAddress"] for it in items] == sorted(it["transformedAddress"] for it in items)
         assert body["reserveSizeWithinDepth"] == 50
         assert body["stats"]["total_iterated"] == 50
+        assert body["storageRadius"] == 0
+        assert body["hashBackend"]["name"] in ("numba", "pysha3")
         est = body["fullReserveEstimate"]
         assert est["chunks"] == 1 << 22 and est["samplingWindowSeconds"] == 585
         assert est["verdict"].split(":")[0] in ("fits", "tight", "too slow")

@@ -343,6 +343,9 @@ import sys
 from chunkstore import hashing, bmt
 assert hashing.chunk_hash(bytes(8) + b"abc", b"pre") == bmt.chunk_hash(bytes(8) + b"abc", b"pre")
 print("BACKEND=" + hashing.BACKEND, "numba-imported=" + str("numba" in sys.modules))
+info = hashing.backend_info()
+assert info.name == hashing.BACKEND and info.accelerated == (info.name == "numba") == (info.reason is None)
+print("REASON=" + str(info.reason))
 """
 
 
@@ -350,6 +353,7 @@ def test_env_var_forces_pysha3() -> None:
     out = run_python(CHECK, CHUNKSTORE_HASH_BACKEND="pysha3")
     assert "BACKEND=pysha3" in out
     assert "numba-imported=False" in out  # the fallback does not even load numba
+    assert "REASON=forced by CHUNKSTORE_HASH_BACKEND=pysha3" in out
 
 
 def test_missing_numba_falls_back_with_a_warning() -> None:
@@ -357,6 +361,7 @@ def test_missing_numba_falls_back_with_a_warning() -> None:
     out = run_python("import sys; sys.modules['numba'] = None\n" + CHECK, CHUNKSTORE_HASH_BACKEND="")
     assert "BACKEND=pysha3" in out
     assert "numba hashing backend unavailable" in out
+    assert "REASON=numba backend unavailable at start-up: ModuleNotFoundError" in out  # what /chunkstore/status shows
 
 
 def test_wrong_kernel_answer_falls_back() -> None:

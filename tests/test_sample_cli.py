@@ -31,13 +31,17 @@ def test_prints_the_rchash_answer(store_dir, capsys):
     assert rc == 0
     assert err == ""  # not a terminal: no progress
     doc = json.loads(out)
-    assert list(doc) == ["hash", "proofs", "durationSeconds", "stats"]
+    assert list(doc) == ["hash", "proofs", "durationSeconds", "stats", "storageRadius", "hashBackend"]
     with ChunkStore(path, readonly=True) as store:
         res = reserve_sample(store, b"\x64", 0, ct, workers=0)
     want = render_rchash(sample_hash(res.items), make_inclusion_proofs(res.items, b"\x64", b"\x1e"), 0.0)
     assert doc["hash"] == want["hash"]
     assert doc["proofs"] == want["proofs"]
     assert doc["stats"]["total_iterated"] == res.stats.total_iterated
+    assert doc["storageRadius"] == 0
+    from chunkstore import hashing
+
+    assert doc["hashBackend"] == {**hashing.backend_info().as_dict(), "usedBySample": res.hash_backend}
 
 
 def test_rchash_only(store_dir, capsys):
