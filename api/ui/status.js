@@ -213,7 +213,12 @@ function renderBatches(batches, entries, reserveSize) {
 
 function render(health, readiness, status, reserveState, batches, own) {
   badge("health", `health ${health.body.status}`, health.status === 200 && health.body.status === "ok");
-  badge("readiness", readiness.body.status, readiness.status === 200 && readiness.body.status === "ready");
+  const ready = readiness.status === 200 && readiness.body.status === "ready";
+  badge("readiness", readiness.body.status, ready);
+  // why not ready (a demo fill, writes refused for a full disk, ...), when the daemon says
+  const reason = document.getElementById("readiness-reason");
+  reason.textContent = ready ? "" : readiness.body.reason || "";
+  reason.hidden = ready || !readiness.body.reason;
   field("version", health.body.version, health.body.version);
 
   const s = status.body;
