@@ -214,7 +214,8 @@ READ_DOM = """(() => {
     overlay: v("overlay"), reserveSize: v("reserveSize"), reserveSizeText: t("reserveSize"),
     storageRadius: v("storageRadius"), committedDepth: v("committedDepth"), capacity: v("capacity"),
     withinRadius: v("reserveSizeWithinRadius"), hashBackend: v("hashBackend"), dataDirBytes: v("dataDirBytes"),
-    windowSeconds: v("windowSeconds"),
+    windowSeconds: v("windowSeconds"), batchRadius: v("batchRadius"), commitment: v("commitment"),
+    capacityDoubling: v("capacityDoubling"),
     bins: [...document.querySelectorAll("#bins-chart rect[data-bin]")].map((r) => Number(r.dataset.value)),
     samples: [...document.querySelectorAll("#samples-chart rect")].map((r) => Number(r.dataset.value)),
     failedSamples: document.querySelectorAll("#samples-chart rect.failed").length,
@@ -252,6 +253,7 @@ async def test_status_page_in_chromium(tmp_path):
         await browser.wait_until('Number(document.getElementById("updated").dataset.refreshes) >= 1')
         dom = await browser.evaluate(READ_DOM)
         status, own = daemon.json("/status"), daemon.json("/chunkstore/status")
+        reserve_state = daemon.json("/reservestate")
         batches = {b["batchID"]: b for b in daemon.json("/batches")["batches"]}
 
         assert dom["error"] is None and dom["health"] == "ok" and dom["readiness"] == "ready"
@@ -262,6 +264,9 @@ async def test_status_page_in_chromium(tmp_path):
         assert int(dom["committedDepth"]) == status["committedDepth"]
         assert int(dom["withinRadius"]) == status["reserveSizeWithinRadius"]
         assert int(dom["capacity"]) == own["reserve"]["capacity"] == 1 << 22
+        assert int(dom["batchRadius"]) == reserve_state["radius"]
+        assert int(dom["commitment"]) == reserve_state["commitment"] == status["batchCommitment"]
+        assert int(dom["capacityDoubling"]) == reserve_state["reserveCapacityDoubling"]
         assert dom["bins"] == own["reserve"]["bins"] and sum(dom["bins"]) == status["reserveSize"]
         assert float(dom["windowSeconds"]) == own["samples"]["windowSeconds"] == 585
         assert dom["samples"] == [r["durationSeconds"] for r in own["samples"]["recent"]] and len(dom["samples"]) == 3

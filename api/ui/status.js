@@ -225,6 +225,10 @@ function render(health, readiness, status, reserveState, batches, own) {
   field("overlay", s.overlay, s.overlay);
   field("storageRadius", String(s.storageRadius), s.storageRadius);
   field("committedDepth", String(s.committedDepth), s.committedDepth);
+  const rs = reserveState.body;
+  field("batchRadius", String(rs.radius), rs.radius);
+  field("commitment", fmtInt(rs.commitment), rs.commitment);
+  field("capacityDoubling", String(rs.reserveCapacityDoubling), rs.reserveCapacityDoubling);
   field("reserveSize", fmtInt(s.reserveSize), s.reserveSize);
   field("reserveSizeWithinRadius", fmtInt(s.reserveSizeWithinRadius), s.reserveSizeWithinRadius);
 
@@ -263,7 +267,6 @@ function render(health, readiness, status, reserveState, batches, own) {
   drawSamples(samples);
   renderBatches(batches.body.batches, own.body.batches.entries, s.reserveSize);
   field("batchesCountedAt", new Date(own.body.batches.countedAt * 1000).toLocaleTimeString("en-GB"), own.body.batches.countedAt);
-  void reserveState; // fetched so the page reads what clients read; its fields repeat /status's here
 }
 
 async function getJSON(path) {
