@@ -22,6 +22,7 @@ from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, r
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
+from .params import check_headers, header_ok
 from .putqueue import PutQueue
 from .routes_rchash import SampleCoordinator
 from .state import STATE, AppState, SampleFn
@@ -112,13 +113,21 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if request.method == "OPTIONS" and resp.status == 405:
         resp = web.Response(status=204, headers={"Allow": resp.headers.get("Allow", "")})
     origin = request.headers.get("Origin")
-    if origin and origin_allowed(request, request.app[STATE].config.cors_allowed_origins):
+    # an origin with hostile bytes was answered 400 by header_middleware: never echo it back
+    if origin and header_ok(origin) and origin_allowed(request, request.app[STATE].config.cors_allowed_origins):
         resp.headers["Access-Control-Allow-Credentials"] = "true"
         resp.headers["Access-Control-Allow-Origin"] = origin
         resp.headers["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
         resp.headers["Access-Control-Allow-Methods"] = "GET, HEAD, OPTIONS, POST, PUT, DELETE"
         resp.headers["Access-Control-Max-Age"] = "3600"
     return resp
+
+
+@web.middleware
+async def header_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Hostile bytes in a header the daemon reads: a 400 naming it, before any handler runs."""
+    check_headers(request.headers)
+    return await handler(request)
 
 
 def default_sample_fn(store: Any, config: Config) -> SampleFn:
@@ -177,11 +186,12 @@ def make_app(
         metrics.attach_reserve(reserve)
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
     metrics.attach_disk(getattr(store, "path", config.data_dir))
-    metrics.attach_readiness(lambda: state.ready)
+    # the scrape runs in the thread pool, where the probe's statvfs (only while refused) may block
+    metrics.attach_readiness(lambda: state.ready and routes_status.write_refusal(store) is None)
     worker = ReserveWorker(reserve) if writable else None
     state.extras["reserve_worker"] = worker
 
-    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware], client_max_size=config.max_body)
+    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware], client_max_size=config.max_body)
     app[STATE] = state
     routes_status.add_routes(app)
     routes_chunks.add_routes(app)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from chunkstore.mapsize import parse_size
 from chunkstore.soc import MAX_SOC_DATA_SIZE
 
 ENV_PREFIX = "CHUNKSTORE_"
@@ -22,6 +23,7 @@ SOC_MAX_BODY = MAX_SOC_DATA_SIZE
 DEFAULT_RESERVE_CAPACITY = 1 << 22  # chunks, the reference node's
 MAX_CAPACITY_DOUBLING = 1  # the reference node allows at most one doubling
 MAX_RADIUS = 31
+MIN_MAP_FLAG = 1 << 20  # LMDB needs a few pages per database; below a MiB nothing useful fits
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Config:
     reserve_min_evict_count: int = 1000
     chainstate: Path | None = None
     block_time: int = 5
+    map_size: int | None = None
 
 
 def env_name(flag: str) -> str:
@@ -122,6 +125,16 @@ def _radius(value: str) -> int:
     return n
 
 
+def _map_size(value: str) -> int:
+    try:
+        n = parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if n < MIN_MAP_FLAG:
+        raise argparse.ArgumentTypeError(f"map size must be at least {MIN_MAP_FLAG >> 20} MiB, got {value}")
+    return n
+
+
 def _balance(value: str) -> int:
     if not value.isdigit():
         raise argparse.ArgumentTypeError(f"min batch balance must be a non-negative decimal integer, got {value!r}")
@@ -154,6 +167,8 @@ _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--reserve-min-evict-count", _positive_int, "1000", "entries evicted at least per batch visited when over capacity"),
     ("--chainstate", str, None, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
     ("--block-time", _positive_int, "5", "seconds per block, for batchTTL"),
+    ("--map-size", _map_size, None, "LMDB map size of each store environment, e.g. 512G or 4T (default: the size "
+     "of the data dir's file system, within 256 GiB..16 TiB over the shards)"),
 ]
 
 
@@ -225,4 +240,5 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         reserve_min_evict_count=ns.reserve_min_evict_count,
         chainstate=Path(ns.chainstate) if ns.chainstate else None,
         block_time=ns.block_time,
+        map_size=ns.map_size,
     )

@@ -4,8 +4,15 @@ Every answer that is not a success is ``{"code": N, "message": "..."}`` (plus
 ``"reasons": [{"field", "error"}]`` for bad path, query or header parameters,
 as the reference node writes them), with ``Content-Type: application/json;
 charset=utf-8``. Library errors (``SwarmError`` subclasses) become 4xx answers
-through :func:`status_for`; anything else is logged with its traceback and
-answered with a plain 500 JSON body, as a last resort.
+through :func:`status_for`; a store write that could not be committed is 507
+(no space: full disk or LMDB map) or 500 (an I/O error), named, and counted
+in ``chunkstore_writes_refused_total{reason}``; anything else is logged with
+its traceback and answered with a plain 500 JSON body, as a last resort.
+
+Request values echoed in a message (a bad header, path or query value) are
+shown with every byte outside printable ASCII escaped, so hostile bytes
+(latin-1, control characters, undecodable UTF-8 that the HTTP parser kept as
+surrogates) can neither break the JSON encoding nor reach a log or client raw.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from typing import Any
 from aiohttp import web
 
 from chunkstore.errors import SwarmError
+from chunkstore.store_errors import StoreWriteFailed
+
+from .state import STATE
 
 log = logging.getLogger("chunkstore.api")
 
@@ -47,6 +57,8 @@ _STATUS_BY_ERROR: dict[str, int] = {
     "BucketFull": 402,
     "StoreClosed": 503,
     "SampleBusy": 503,
+    "StoreFull": 507,
+    "StoreWriteFailed": 500,
 }
 
 
@@ -68,7 +80,28 @@ def status_for(exc: BaseException) -> int:
 
 def json_body(payload: Any) -> bytes:
     """JSON the way the reference node writes it: compact keys, no HTML escaping, a newline."""
-    return (json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate that escaped ``printable``: still answer, escaped
+        log.warning("unencodable text in a JSON answer", extra={"fields": {"text": printable(text[:200])}})
+        return text.encode("utf-8", "backslashreplace")
+
+
+def printable(value: str) -> str:
+    """``value`` with everything outside printable ASCII escaped (``\\xNN`` for bytes the parser could not decode)."""
+    if value.isascii() and value.isprintable():
+        return value
+    out = []
+    for ch in value:
+        o = ord(ch)
+        if 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:  # a raw byte carried through decoding by surrogateescape
+            out.append(f"\\x{o - 0xDC00:02x}")
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
 
 
 def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -118,8 +151,18 @@ class ParamError(ApiError):
     """A bad path, query or header parameter: 400 with the reference node's reasons list."""
 
     def __init__(self, where: str, field: str, value: str, problem: str) -> None:
-        shown = value if len(value) <= 80 else value[:77] + "..."
+        shown = printable(value if len(value) <= 80 else value[:77]) + ("..." if len(value) > 80 else "")
         super().__init__(400, f"invalid {where} params", [{"field": field, "error": f"`{field}={shown}`: {problem}"}])
+
+
+def write_refused(request: web.Request, exc: StoreWriteFailed) -> ApiError:
+    """The answer to a write the store could not commit (507 for lack of space), counted by reason."""
+    state = request.app.get(STATE)
+    if state is not None:
+        state.metrics.writes_refused.labels(exc.reason).inc()
+    status = status_for(exc)
+    prefix = "no space left for the store" if status == 507 else "store write failed"
+    return ApiError(status, f"{prefix}: {exc}")
 
 
 def swarm_error_response(exc: SwarmError, prefix: str | None = None) -> web.Response:
@@ -150,6 +193,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if detail and not detail.startswith(f"{exc.status}:"):
             message = f"{message}: {detail}"
         return error_response(exc.status, message, headers=headers)
+    except StoreWriteFailed as exc:
+        return write_refused(request, exc).response()
     except SwarmError as exc:
         return swarm_error_response(exc)
     except (ConnectionResetError, TimeoutError) as exc:

@@ -38,7 +38,10 @@ Store and HTTP metrics are this daemon's own: ``chunkstore_reserve_chunks``,
 at scrape time), ``chunkstore_chunk_puts_total{outcome}``,
 ``chunkstore_chunk_gets_total{outcome}``, ``chunkstore_http_requests_total{method,route,code}``,
 ``chunkstore_http_request_duration_seconds{method,route}``,
-``chunkstore_sample_in_progress``.
+``chunkstore_sample_in_progress``, and
+``chunkstore_writes_refused_total{reason}``: requests whose write the store
+could not commit, by cause (``disk_full``, ``map_full``: answered 507;
+``io_error``: answered 500).
 
 For the operator's dashboard and alert rules (``docker/``):
 ``chunkstore_sample_window_seconds`` (the window a sample must finish in),
@@ -47,7 +50,7 @@ For the operator's dashboard and alert rules (``docker/``):
 exactly as ``/rchash?verbose=true``'s ``fullReserveEstimate``; NaN before),
 ``chunkstore_reserve_bin_entries{bin}`` (stamp entries per proximity bin
 0..31 to the overlay), ``chunkstore_ready`` (1 while ``/readiness`` says
-ready), and the data dir's disk: ``chunkstore_data_dir_bytes`` (allocated by
+ready; 0 during a ``--demo`` fill or while writes are refused), and the data dir's disk: ``chunkstore_data_dir_bytes`` (allocated by
 its files), ``chunkstore_filesystem_free_bytes`` and
 ``chunkstore_filesystem_size_bytes``. Every labelled series an alert or
 panel selects exists from start-up (at 0), so a rule sees the first failure
@@ -127,6 +130,7 @@ class StoreCollector(Collector):
 
 
 REASONS = ("capacity", "expiry", "radius")
+WRITE_REFUSAL_REASONS = ("disk_full", "map_full", "io_error")
 HASH_BACKENDS = ("numba", "pysha3")
 
 
@@ -274,6 +278,11 @@ class Metrics:
         )
         for status in ("success", "failure"):  # a first failure must be an increase from 0 for the alert rules
             self.sample_duration.labels(status)
+        self.writes_refused = Counter(
+            "chunkstore_writes_refused", "Writes the store could not commit, by cause.", ["reason"], registry=r
+        )
+        for reason in WRITE_REFUSAL_REASONS:
+            self.writes_refused.labels(reason)
         for outcome in ("stored", "duplicate", "rejected"):
             self.puts.labels(outcome)
         for outcome in ("hit", "miss"):

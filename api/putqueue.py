@@ -9,7 +9,11 @@ durable exactly as with single puts.
 
 ``put_many`` is all or nothing, so when a group fails (one bad stamp, a slot
 conflict) its items are put again one by one and each request gets its own
-outcome; a bad upload never fails a good one.
+outcome; a bad upload never fails a good one. A write the store cannot
+commit (``StoreWriteFailed``: a full disk or map) is not retried: the items
+of shards committed before the failure are answered as stored (they are,
+whole), every other one gets the failure, and nothing more is written to a
+full disk for that group.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
+
+from chunkstore.store_errors import StoreWriteFailed
 
 MAX_GROUP = 128
 
@@ -71,6 +77,10 @@ class PutQueue:
             try:
                 for i, r in zip(plain, put_many([items[i][:2] for i in plain]), strict=True):
                     out[i] = (True, r)
+            except StoreWriteFailed as exc:
+                for k, i in enumerate(plain):
+                    stored = exc.stored.get(k)
+                    out[i] = (True, stored) if stored is not None else (False, exc)
             except Exception:
                 self.fallbacks += 1  # someone's item is bad: give each its own answer below
         for i, (data, stamp, address) in enumerate(items):

@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from chunkstore.errors import SwarmError
+from chunkstore.store_errors import StoreWriteFailed
 
 from .auth import require_admin
 from .errors import ApiError, json_response, status_for
@@ -128,9 +129,13 @@ def _upsert(store: Any, batch: Any) -> bool:
 
 
 def _remove(store: Any, batch_id: bytes) -> bool:
-    if _get_batch(store, batch_id) is None:
-        return False
-    store.batches.remove(batch_id)
+    """Remove a batch (or finish a removal a failed write left unfinished); False if unknown."""
+    try:
+        store.batches.remove(batch_id)
+    except SwarmError as exc:
+        if status_for(exc) == 404:
+            return False
+        raise
     return True
 
 
@@ -167,6 +172,8 @@ async def post_batch(request: web.Request) -> web.Response:
         batch = make_batch(**fields)
         created = await st.run(_upsert, st.store, batch)
         chain = await st.run(current, st.store)
+    except StoreWriteFailed:
+        raise  # the node's trouble, not the batch's: the error middleware answers 507/500
     except SwarmError as exc:
         raise ApiError(status_for(exc), f"invalid batch: {exc}") from None
     return json_response(render_batch(batch, chain, st.config.block_time), status=201 if created else 200)

@@ -20,8 +20,9 @@ from chunkstore.errors import SwarmError
 from chunkstore.soc import MAX_SOC_DATA_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
 from chunkstore.soc import verify_soc_signature
 from chunkstore.stamp import STAMP_SIZE
+from chunkstore.store_errors import StoreWriteFailed
 
-from .errors import ApiError, ParamError, json_response, status_for
+from .errors import ApiError, ParamError, json_response, status_for, write_refused
 from .params import decode_hex, parse_uint
 from .state import state_of
 
@@ -96,8 +97,10 @@ _PUT_ERROR_PREFIX = {
 }
 
 
-def _put_error(exc: SwarmError) -> ApiError:
+def _put_error(request: web.Request, exc: SwarmError) -> ApiError:
     """A store refusal as the reference words it, with the store's reason appended."""
+    if isinstance(exc, StoreWriteFailed):  # no space (507) or an I/O error: the node's trouble, not the chunk's
+        return write_refused(request, exc)
     status = status_for(exc)
     prefix = _PUT_ERROR_PREFIX.get(type(exc).__name__, "chunk write error")
     return ApiError(status, f"{prefix}: {exc}")
@@ -123,7 +126,7 @@ async def post_chunk(request: web.Request) -> web.Response:
         try:
             result = await st.extras["puts"].put(data, stamp)
         except SwarmError as exc:
-            raise _put_error(exc) from None
+            raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
@@ -147,7 +150,7 @@ async def post_soc(request: web.Request) -> web.Response:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
             result = await st.extras["puts"].put(soc.data, stamp, address=soc.address)
         except SwarmError as exc:
-            raise _put_error(exc) from None
+            raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise

@@ -32,9 +32,12 @@ above; ``reserveCapacityDoubling`` the configured doubling.
 
 ``/health`` always answers ``"ok"`` while the process serves; ``/readiness``
 answers ``"ready"`` (200) once the store is open and any ``--demo`` fill is
-done, ``"notReady"`` (400, as the reference does) before. ``version`` is this
-package's version; ``apiVersion`` the reference API version whose endpoints are
-served.
+done, ``"notReady"`` (400, as the reference does) before, and also while the
+store refuses writes (a full disk or LMDB map, an I/O error: the last write
+failed and none has succeeded since, or the full disk has not gained room
+yet); then ``"reason"`` says why. Reads and ``/rchash`` go on meanwhile.
+``version`` is this package's version; ``apiVersion`` the reference API
+version whose endpoints are served.
 """
 
 from __future__ import annotations
@@ -61,11 +64,25 @@ async def health(request: web.Request) -> web.Response:
     return json_response({"status": "ok", "version": st.version, "apiVersion": API_VERSION})
 
 
+def write_refusal(store: Any) -> Any:
+    """The store's current write refusal (None when writes work or the store cannot tell)."""
+    probe = getattr(store, "write_refusal", None)
+    return None if probe is None else probe()
+
+
 async def readiness(request: web.Request) -> web.Response:
     st = state_of(request)
-    if st.ready:
-        return json_response({"status": "ready", "version": st.version, "apiVersion": API_VERSION})
-    return json_response({"status": "notReady", "version": st.version, "apiVersion": API_VERSION}, status=400)
+    body = {"status": "ready", "version": st.version, "apiVersion": API_VERSION}
+    if not st.ready:
+        body["status"] = "notReady"
+        body["reason"] = "starting up (a --demo fill is running)"
+        return json_response(body, status=400)
+    refusal = await st.run(write_refusal, st.store)  # statvfs when refused: off the loop
+    if refusal is not None:
+        body["status"] = "notReady"
+        body["reason"] = f"writes refused ({refusal.reason}): {refusal.message}"
+        return json_response(body, status=400)
+    return json_response(body)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,15 @@ from .demo import fill_demo, write_private
 from .logs import setup_logging
 from .routes_daemon import log_hash_backend
 from .state import STATE
-from .storeapi import ChainState, InvalidChainState, open_store, parse_chainstate, reserve_options, store_format_error
+from .storeapi import (
+    ChainState,
+    InvalidChainState,
+    open_store,
+    parse_chainstate,
+    reserve_options,
+    store_format_error,
+    store_write_error,
+)
 
 log = logging.getLogger("chunkstore.server")
 
@@ -190,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     log_hash_backend()
     format_error = store_format_error()
+    write_error = store_write_error()
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -202,21 +211,28 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as exc:
         log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
         return exc.code
+    except OSError as exc:  # e.g. no space for the overlay file on a full disk
+        log.error("cannot write to the data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
+        return 1
     try:
-        store = open_store(config.data_dir, shards=config.shards, overlay=overlay, reserve=reserve_options(config))
+        store = open_store(config.data_dir, shards=config.shards, overlay=overlay, reserve=reserve_options(config),
+                           map_size=config.map_size)
     except format_error as exc:
         log.error(
             "data dir holds a store this version cannot open; refusing to start",
             extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}},
         )
         return 2
-    except OSError as exc:
+    except (OSError, write_error) as exc:  # write_error: no space even for the open-time writes
         log.error("cannot open store", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 1
     code = 0
     try:
         if chainstate is not None:
-            store.reserve.set_chainstate(chainstate)
+            try:
+                store.reserve.set_chainstate(chainstate)
+            except write_error as exc:
+                raise StartupError(f"cannot store the chain state of {config.chainstate}: {exc}", 1) from None
             log.info("chain state loaded", extra={"fields": {"file": str(config.chainstate), **chainstate.to_json()}})
         asyncio.run(serve(config, store, overlay))
     except StartupError as exc:

@@ -15,7 +15,7 @@ from chunkstore.chainstate import ChainState, InvalidChainState, batch_ttl, pars
 from chunkstore.reserve import ReserveOptions
 from chunkstore.reserve_worker import ReserveWorker
 from chunkstore.store import ChunkStore
-from chunkstore.store_errors import StoreFormatError
+from chunkstore.store_errors import StoreFormatError, StoreWriteFailed
 from sampler import reserve_sample_async
 
 __all__ = [
@@ -57,12 +57,17 @@ def open_store(
     *,
     overlay: bytes | None = None,
     reserve: ReserveOptions | None = None,
+    map_size: int | None = None,
 ) -> ChunkStore:
-    return ChunkStore(path, shards=shards, readonly=readonly, overlay=overlay, reserve=reserve)
+    return ChunkStore(path, shards=shards, readonly=readonly, overlay=overlay, reserve=reserve, map_size=map_size)
 
 
 def store_format_error() -> type[BaseException]:
     return StoreFormatError
+
+
+def store_write_error() -> type[BaseException]:
+    return StoreWriteFailed
 
 
 async def reserve_sample(store: Any, anchor: bytes, depth: int, consensus_time: int, **kwargs: Any) -> Any:

@@ -219,15 +219,20 @@ class BatchStore:
 
         ``should_stop`` is asked between purge transactions; when it says
         yes, ``PurgeInterrupted`` is raised and the removal is left marked.
+        A removal left unfinished (interrupted, or a write that failed for
+        lack of space) is finished by calling this again.
         """
         self._check_writable()
         batch_id = bytes(batch_id)
         with self._write_lock(), self._env.begin(write=True) as txn:
             raw = txn.get(batch_id, db=self._db)
-            if raw is None or self._live(batch_id, raw) is None:
+            if raw is None:
                 raise UnknownBatch(batch_id)
-            batch, _ = decode_batch(batch_id, raw)
-            txn.put(batch_id, encode_batch(batch, _REMOVING), db=self._db)
+            batch, state = decode_batch(batch_id, raw)
+            if state == _LIVE:
+                txn.put(batch_id, encode_batch(batch, _REMOVING), db=self._db)
+            elif state != _REMOVING:
+                raise UnknownBatch(batch_id)
         return self.finish_removal(batch_id, should_stop)
 
     def finish_removal(self, batch_id: bytes, should_stop: ShouldStop | None = None) -> int:

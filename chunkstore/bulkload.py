@@ -269,6 +269,38 @@ def _iter_rows(cursor: Cursor) -> Iterator[np.ndarray]:
         yield cursor.take(cursor.remaining()).rows
 
 
+# LMDB page arithmetic for ``estimate_growth``: 4 KiB pages with a 16-byte header; a node (key, value
+# and an 8-byte header) larger than ``_NODE_MAX`` moves its value to overflow pages of its own.
+_PAGE, _PAGE_HEADER, _NODE_MAX = 4096, 16, 2038
+_ENTRY_BYTES = 72 + 74 + 10  # a stamp entry in its leaf: key, value, node header and index slot
+_SLOT_BYTES = 40 + 40 + 10
+_LEAF_FILL = 2  # leaves filled by ordered appends are full, by inserts about half: count every leaf byte twice
+_SLACK = 1 << 20  # per shard: branch pages, meta, the pages each commit copies on write
+
+
+def estimate_growth(runs: list[Run], status: np.ndarray, shard_count: int, window: int) -> int:
+    """Bytes the store's files may grow by when the records decided WRITE or SLOW are stored.
+
+    An upper estimate, for refusing before the first write an import the
+    disk cannot take: each record counted as new (a chunk already stored
+    adds only its stamp entry) and no page LMDB could reuse counted as free.
+    """
+    total = 0
+    for run in runs:
+        for rows in _iter_rows(run.index_cursor(window)):
+            keep = np.isin(status[rows["ord"]], (WRITE, SLOW))
+            if not keep.any():
+                continue
+            lens = rows["len"][keep].astype(np.int64)
+            head = np.minimum(lens, HEAD_SIZE)
+            overflow = head + 32 + 8 > _NODE_MAX
+            pages = -(-(head + _PAGE_HEADER) // _PAGE)
+            data = np.where(overflow, pages * _PAGE, _LEAF_FILL * (head + 42))
+            tails = _LEAF_FILL * np.where(lens > HEAD_SIZE, lens - HEAD_SIZE + 42, 0)
+            total += int(data.sum() + tails.sum()) + _LEAF_FILL * (_ENTRY_BYTES + _SLOT_BYTES) * len(lens)
+    return total + shard_count * _SLACK
+
+
 def apply_slow(
     store: ChunkStore,
     runs: list[Run],

@@ -12,13 +12,17 @@ phases, with a staging area between them (``DIR/.import-staging/``):
    spilled to the staging area when the run buffer is full. The store is
    not touched, nor locked: any damage, truncation, unknown batch or invalid
    chunk stops the import here with a message naming the entry, and the
-   store stays exactly as it was.
+   store stays exactly as it was. So does a staging area that runs out of
+   space (``InsufficientSpace``).
 2. **publish** (chunkstore/bulkload.py), under the writer lock: the slot rule
    is settled for the whole import as puts in input order would settle it;
    a refusal (an equal or older stamp for a held slot) stops the import,
    still before any write, unless ``--skip-conflicts`` (then refused records
-   are left out and listed). Then the ``--batches`` are registered and the
-   records written shard by shard in key order, in commits of bounded size.
+   are left out and listed). So does an estimate of what the records will
+   add to the store's files that exceeds the free space of its file system
+   (``InsufficientSpace``, counting every record as new and no LMDB page as
+   reusable). Then the ``--batches`` are registered and the records written
+   shard by shard in key order, in commits of bounded size.
 
 Why a staging area rather than one transaction per shard: LMDB keeps a write
 transaction's dirty pages in memory (up to 512 MiB before it spills), so a
@@ -26,13 +30,18 @@ reserve-sized transaction would break the memory budget. Publishing in
 bounded commits means a crash *during publishing* leaves the store holding
 part of the import (consistent: every commit carries whole chunks with their
 stamps and slots; ``verify`` is clean); running the import again completes
-it. A failed import never publishes anything.
+it. A failed import never publishes anything. A disk that fills up while
+publishing all the same (another writer took the space) stops it with a
+``StoreWriteFailed`` (``StoreFull``) whose note says how many chunks were
+stored: the store is consistent, like after a crash, and running the
+import again once there is room completes it.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import shutil
 import sys
@@ -48,7 +57,7 @@ from . import snapformat as snap
 from .batchfile import load_batches
 from .batchstore import Batch, encode_batch
 from .bufferpool import SharedRing
-from .bulkload import WRITE, Describe, LoadReport, apply_slow, plan, publish
+from .bulkload import WRITE, Describe, LoadReport, apply_slow, estimate_growth, plan, publish
 from .errors import SwarmError
 from .fastcheck import BatchTable
 from .importbudget import TAR_SHAPE, MiB, Sizes, peak_rss_bytes, plan_sizes, rss_bytes, snapshot_shape
@@ -58,8 +67,10 @@ from .layout import DEFAULT_SHARDS, META_DIR
 from .progress import bar
 from .runs import FileRun, Run, RunBuffer
 from .store import ChunkStore
+from .store_errors import StoreWriteFailed
 from .tarformat import Readable
-from .transfer_errors import ImportRefused, TransferError
+from .transfer_errors import ImportRefused, InsufficientSpace, TransferError
+from .writefailures import free_bytes
 
 DEFAULT_BUDGET = 512 * MiB
 STAGING = ".import-staging"
@@ -143,19 +154,43 @@ def import_reserve(
             t0 = time.perf_counter()
             collector = Collector(RunBuffer(sizes.arena, sizes.rows), staging, shard_count)
             try:
-                describe = _validate(stream, fmt, limit, sizes, collector, table, nworkers, report, size, show_progress)
+                try:
+                    describe = _validate(stream, fmt, limit, sizes, collector, table, nworkers, report, size,
+                                         show_progress)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    raise InsufficientSpace(
+                        f"no space left for the import's staging area ({staging}): {exc.strerror}; nothing was "
+                        "imported and the store is unchanged; free space, or stage on another file system "
+                        "with --staging-dir"
+                    ) from exc
                 report.records = collector.records
                 report.runs = len(collector.runs)
                 report.read_seconds = time.perf_counter() - t0
                 t1 = time.perf_counter()
                 with ChunkStore(path, shard_count) as store:
-                    _publish(store, collector.runs, report, table, seen, batches or [], describe, sizes,
-                             skip_conflicts, collector.repeated_socs(), show_progress)
+                    chunks_before = store.chunk_count()
+                    try:
+                        _publish(store, collector.runs, report, table, seen, batches or [], describe, sizes,
+                                 skip_conflicts, collector.repeated_socs(), show_progress)
+                    except StoreWriteFailed as exc:
+                        exc.add_note(_stopped_note(store, chunks_before))
+                        raise
                 report.publish_seconds = time.perf_counter() - t1
             finally:
                 collector.discard()
         report.peak_rss = peak_rss_bytes()
         return report
+
+
+def _stopped_note(store: ChunkStore, chunks_before: int) -> str:
+    stored = store.chunk_count() - chunks_before
+    return (
+        f"the import stopped while publishing, with {stored} new chunk(s) stored (each whole, with its "
+        "stamps and slots: the store is consistent and `chunkstore verify` finds nothing); "
+        "once there is room, run the import again to complete it"
+    )
 
 
 def _survey(path: str, shards: int | None, file_batches: list[Batch]) -> tuple[int, BatchTable, dict[bytes, bytes | None]]:
@@ -248,6 +283,7 @@ def _publish(
                 )
         unsure = plan(store, runs, status, load, describe, skip_conflicts=skip, window=window,
                       repeated_socs=repeated_socs)
+        _check_space(store, estimate_growth(runs, status, store.shard_count, window))
         registered = False
 
         def register() -> None:
@@ -264,6 +300,24 @@ def _publish(
     reserve = getattr(store, "reserve", None)
     if reserve is not None:
         reserve.after_write()  # wakes the eviction if the import took the reserve over capacity
+
+
+def _check_space(store: ChunkStore, needed: int) -> None:
+    """Refuse, before the first write, an import whose records the store's file system or maps have no room for."""
+    free = free_bytes(store.path)
+    if free is not None and needed > free:
+        raise InsufficientSpace(
+            f"not enough free space: the import would add up to {needed / MiB:.1f} MiB to the store, and the "
+            f"file system holding {store.path} has {free / MiB:.1f} MiB free; nothing was imported and the "
+            "store is unchanged"
+        )
+    room = sum(max(0, store.shard(s).map_room() - store.map_headroom(s)) for s in range(store.shard_count))
+    if needed > room:
+        raise InsufficientSpace(
+            f"not enough room in the store's LMDB maps: the import would add up to {needed / MiB:.1f} MiB, and "
+            f"the maps have {room / MiB:.1f} MiB left; nothing was imported and the store is unchanged; open "
+            "it with a larger map size (--map-size)"
+        )
 
 
 def _batch_table(
@@ -364,7 +418,8 @@ def _alive(pid: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``chunkstore import``: exit 0 on success, 1 if the input was refused (store unchanged), 2 on usage errors."""
+    """``chunkstore import``: exit 0 on success, 1 if the input was refused (store unchanged) or the disk filled up,
+    2 on usage errors."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["import"]:
         args = args[1:]
@@ -402,6 +457,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except TransferError as exc:
         print(f"chunkstore import: {exc}", file=sys.stderr)
+        return 1
+    except StoreWriteFailed as exc:  # the disk filled up while publishing
+        print(f"chunkstore import: {exc}", file=sys.stderr)
+        for note in getattr(exc, "__notes__", ()):
+            print(f"chunkstore import: {note}", file=sys.stderr)
         return 1
     except (SwarmError, OSError, ValueError) as exc:
         print(f"chunkstore import: {exc}", file=sys.stderr)

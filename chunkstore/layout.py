@@ -21,10 +21,6 @@ MAGIC = b"swarm-chunkstore"
 ADDRESS_SIZE = 32
 DEFAULT_SHARDS = 4
 MAX_SHARDS = 256  # sharding uses one address byte, so more shards would stay empty
-# Per-environment map size. It reserves address space only (the files grow as
-# written): 256 GiB holds some 60 M full chunks in one shard, yet hundreds of
-# environments still fit in the 128 TiB of a 64-bit process.
-DEFAULT_MAP_SIZE = 1 << 38
 MAX_READERS = 512
 
 # A value longer than this spills into a second 4 KiB overflow page in LMDB

@@ -19,6 +19,7 @@ import threading
 import time
 
 from .reserve import Reserve
+from .store_errors import StoreWriteFailed
 
 log = logging.getLogger("chunkstore.reserve")
 
@@ -88,6 +89,11 @@ class ReserveWorker:
                         log.info("reserve radius decrease", extra={"fields": {"radius": self.reserve.radius}})
                 self.reserve.maintain(self._stop.is_set)
                 self.passes += 1
+            except StoreWriteFailed as exc:  # a full disk or map: expected, named, retried
+                self.errors += 1
+                self.last_error = exc
+                log.warning("reserve worker pass failed: %s", exc)
+                self._stop.wait(ERROR_BACKOFF)
             except Exception as exc:  # keep the daemon serving; the next wake or tick retries
                 self.errors += 1
                 self.last_error = exc

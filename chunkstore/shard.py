@@ -28,7 +28,6 @@ from .layout import (
     DB_SLOTS,
     DB_STAMPS,
     DB_TAILS,
-    DEFAULT_MAP_SIZE,
     FORMAT_VERSION,
     HEAD_SIZE,
     INFO_BYTES,
@@ -43,6 +42,7 @@ from .layout import (
     read_u64,
     shard_path,
 )
+from .mapsize import ADOPT_RECORDED
 from .stamp import Stamp
 from .store_errors import BufferTooSmall, ChunkNotFound, StoreFormatError
 
@@ -71,7 +71,7 @@ def check_info(env: lmdb.Environment, db: Any, where: str) -> dict[bytes, bytes]
 class Shard:
     """Read access to one shard environment (also the base of the writer's view)."""
 
-    def __init__(self, root: str | os.PathLike, index: int, *, readonly: bool, map_size: int = DEFAULT_MAP_SIZE) -> None:
+    def __init__(self, root: str | os.PathLike, index: int, *, readonly: bool, map_size: int) -> None:
         self.index = index
         self.path = shard_path(root, index)
         if not os.path.isfile(os.path.join(self.path, "data.mdb")):
@@ -153,6 +153,24 @@ class Shard:
                 "bytes": read_u64(raw) if raw else 0,
             }
 
+    def map_room(self) -> int:
+        """Bytes of this environment's map not holding data: past the file's end, plus pages freed inside it.
+
+        The pages in use are the databases' own counts (branch, leaf and
+        overflow pages of each, the main database and the two meta pages);
+        the free list's own pages are not counted, nor is whether a freed
+        page is still held by a reader, so this is a little generous.
+        """
+        info = self.env.info()
+        with self.env.begin() as txn:
+            psize = txn.stat()["psize"]
+            used = 2
+            for db in (None, self.info_db, self.chunks, self.tails, self.stamps, self.slots, self.pending):
+                st = txn.stat(db) if db is not None else txn.stat()
+                used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        end = (info["last_pgno"] + 1) * psize
+        return info["map_size"] - end + max(0, end - used * psize)
+
 
 class ShardSnapshot:
     """A read transaction on a shard: every call sees the same committed state.
@@ -230,7 +248,7 @@ class ShardReader(Shard):
     with zero-copy ``view(address)``.
     """
 
-    def __init__(self, path: str | os.PathLike, shard_index: int, *, map_size: int = DEFAULT_MAP_SIZE) -> None:
+    def __init__(self, path: str | os.PathLike, shard_index: int, *, map_size: int = ADOPT_RECORDED) -> None:
         super().__init__(path, shard_index, readonly=True, map_size=map_size)
 
     def __enter__(self) -> ShardReader:

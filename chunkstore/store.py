@@ -15,27 +15,31 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
+
+import lmdb
 
 from .admission import Admitted, StampLike, admit
 from .batchstore import Batch, BatchStore, PurgeInterrupted, ShouldStop, decode_batch
 from .errors import InvalidChunk
 from .layout import (
     ADDRESS_SIZE,
-    DEFAULT_MAP_SIZE,
     DEFAULT_SHARDS,
     LOCK_FILE,
     ChunkType,
     neighbourhood_range,
     shard_of,
 )
+from .mapsize import env_map_sizes
 from .recovery import recover
 from .reserve import Reserve, ReserveOptions
 from .shard import Buffer, Entry, Shard
 from .stamp import Stamp
-from .store_errors import StoreFormatError, StoreReadOnly, UnknownBatch
+from .store_errors import StoreFormatError, StoreFull, StoreReadOnly, StoreWriteFailed, UnknownBatch
 from .storefiles import MetaEnv, open_meta
+from .writefailures import Refusal, WriteHealth, size_text
 from .writelock import WriterLock
 from .writes import WriteSession
 
@@ -44,6 +48,12 @@ __all__ = ["ChunkStore", "ChunkType", "PutResult"]
 # Slots removed per transaction when purging a batch: bounds a transaction's
 # dirty pages however large the batch.
 PURGE_STEP = 5000
+# Puts leave this share of a shard's map (at least MIN_MAP_HEADROOM) unused: LMDB copies pages on write,
+# so removals and evictions need free pages too, and a map filled to the brim by puts could not even be
+# emptied without reopening it larger. Only looked at when the file nears the map's end (a map sized to
+# the disk, the default, is never that close).
+MAP_HEADROOM_SHARE = 64
+MIN_MAP_HEADROOM = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -58,9 +68,16 @@ class ChunkStore:
 
     ``shards`` fixes the shard count of a new store (default 4); for an
     existing store it must be None or match. ``map_size`` is the LMDB map size
-    of each environment (address space, not disk). ``overlay`` is the node's
-    overlay address (default: the stored one, else generated and stored);
-    ``reserve`` sets capacity and eviction (``ReserveOptions``).
+    of every environment (address space, not disk); by default each shard's
+    is the size of the file system holding the store, within bounds (see
+    chunkstore/mapsize.py). ``overlay`` is the node's overlay address
+    (default: the stored one, else generated and stored); ``reserve`` sets
+    capacity and eviction (``ReserveOptions``).
+
+    A write that cannot be committed (full disk, full map, I/O error) raises
+    ``StoreWriteFailed`` (``StoreFull`` for lack of space) with nothing of it
+    stored; reads go on, and writes succeed again once there is room.
+    ``write_refusal()`` tells whether writes are failing now.
     """
 
     def __init__(
@@ -69,7 +86,7 @@ class ChunkStore:
         shards: int | None = None,
         *,
         readonly: bool = False,
-        map_size: int = DEFAULT_MAP_SIZE,
+        map_size: int | None = None,
         overlay: bytes | None = None,
         reserve: ReserveOptions | None = None,
     ) -> None:
@@ -81,17 +98,26 @@ class ChunkStore:
         self._shards: list[Shard] = []
         # Pending slot records already settled, per shard, deleted by the next write there.
         self._settled: dict[int, set[bytes]] = {}
+        meta_size, _ = env_map_sizes(self.path, DEFAULT_SHARDS, readonly=readonly, configured=map_size)
+
+        def shard_size(count: int) -> int:
+            return env_map_sizes(self.path, count, readonly=readonly, configured=map_size)[1]
+
+        self._health = WriteHealth(self.path, map_size)
         try:
             if not readonly:
                 os.makedirs(self.path, exist_ok=True)
                 self._lock = WriterLock(os.path.join(self.path, LOCK_FILE))
-            with self._locked_if_writable():
+            with self._open_guard():
                 self._meta = open_meta(
-                    self.path, shards, readonly=readonly, map_size=map_size, default_shards=DEFAULT_SHARDS
+                    self.path, shards, readonly=readonly, map_size=meta_size, shard_map_size=shard_size,
+                    default_shards=DEFAULT_SHARDS,
                 )
                 self.shard_count: int = self._meta.shard_count
+                self.map_size = shard_size(self.shard_count)  # of each shard; 0: as the last writer set it
+                self._health.map_size = self.map_size or None
                 self._shards = [
-                    Shard(self.path, i, readonly=readonly, map_size=map_size) for i in range(self.shard_count)
+                    Shard(self.path, i, readonly=readonly, map_size=self.map_size) for i in range(self.shard_count)
                 ]
                 self._check_shards()
                 self.batches = BatchStore(
@@ -127,7 +153,10 @@ class ChunkStore:
             if reserve is not None:
                 reserve.close()  # a background eviction must end before the environments do
             if self._settled and self._lock is not None and self._shards:
-                self._flush_settled()
+                try:
+                    self._flush_settled()
+                except StoreWriteFailed:
+                    pass  # the records ask for nothing more; the next writable open deletes them
         finally:
             for shard in self._shards:
                 shard.close()
@@ -260,6 +289,11 @@ class ChunkStore:
         with self._writing():
             admitted = [self._recheck(item) for item in admitted]
             in_radius = self.reserve.admission_check()
+            needs: dict[int, int] = {}
+            for item in admitted:  # generous: a page per head, the tail, index entries, half-full leaves
+                s = self.shard_of(item.address)
+                needs[s] = needs.get(s, 0) + 2 * len(item.data) + 1024
+            self._check_map_room(needs)
             session = self._session()
             results = []
             try:
@@ -273,11 +307,47 @@ class ChunkStore:
                             exc.add_note(f"put_many item {i}")
                         raise
                 session.commit()
+            except (lmdb.Error, OSError, StoreWriteFailed) as exc:
+                session.abort()
+                failure = self._health.translate(exc)
+                if failure is None:
+                    raise
+                # Every item lives in its home shard's transaction: those of the shards committed
+                # before the failure are stored, whole; the others are not.
+                done = set(session.committed)
+                failure.stored = {
+                    i: r for i, r in enumerate(results) if self.shard_of(r.address) in done
+                }
+                if failure is exc:
+                    raise
+                raise failure from exc
             except BaseException:
                 session.abort()
                 raise
         self.reserve.after_write()
         return results
+
+    def map_headroom(self, s: int) -> int:
+        """Bytes of shard ``s``'s map that puts leave to removals and evictions."""
+        return max(MIN_MAP_HEADROOM, self._shards[s].env.info()["map_size"] // MAP_HEADROOM_SHARE)
+
+    def _check_map_room(self, needs: dict[int, int]) -> None:
+        """Refuse a put that would leave less than the headroom in a shard's map (``needs``: bytes per shard)."""
+        for s, need in needs.items():
+            shard = self._shards[s]
+            info = shard.env.info()
+            headroom = self.map_headroom(s)
+            if info["map_size"] - (info["last_pgno"] + 1) * shard.env.stat()["psize"] >= headroom + need:
+                continue  # room past the file's end alone: no need to count pages
+            if shard.map_room() >= headroom + need:
+                continue
+            raise StoreFull(
+                "map_full",
+                f"the LMDB map of {shard.path} ({size_text(info['map_size'])}) is full: puts stop "
+                f"{headroom >> 10} KiB short of its end, left for removals and evictions; open the store with "
+                "a larger map size (--map-size) or free room in it (remove batches, lower the reserve capacity)",
+                path=shard.path,
+            )
 
     def _lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
         raw = self.batches.raw(batch_id)
@@ -295,43 +365,78 @@ class ChunkStore:
 
     def _purge_batch(self, batch_id: bytes, should_stop: ShouldStop | None = None) -> int:
         removed = 0
+        step = PURGE_STEP
         for s in range(self.shard_count):
             while True:
                 if should_stop is not None and should_stop():
                     raise PurgeInterrupted(batch_id.hex())
                 # The lock per step, not per purge: puts wait at most one step.
-                with self._writing():
-                    session = self._session()
-                    try:
-                        n = session.purge_batch_part(s, batch_id, PURGE_STEP)
-                        session.commit()
-                    except BaseException:
-                        session.abort()
+                try:
+                    with self._writing():
+                        session = self._session()
+                        try:
+                            n = session.purge_batch_part(s, batch_id, step)
+                            session.commit()
+                        except BaseException:
+                            session.abort()
+                            raise
+                except StoreFull:
+                    # Deleting needs fresh pages too (LMDB copies on write) and a full map or disk
+                    # has few: smaller steps fit, and each one committed frees pages for the next.
+                    if step == 1:
                         raise
+                    step = max(1, step // 16)
+                    continue
                 removed += n
-                if n < PURGE_STEP:
+                if n < step:
                     break
+                step = min(PURGE_STEP, step * 2)
         return removed
 
     def _session(self) -> WriteSession:
-        return WriteSession(self._shards, self._settled)
+        return WriteSession(self._shards, self._settled, self._health)
 
-    def _writing(self) -> WriterLock:
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """The writer lock, with a write that cannot be committed raised as ``StoreWriteFailed``."""
         self._check_writable()
         assert self._lock is not None
-        return self._lock
+        with self._lock:
+            try:
+                yield
+            except (lmdb.Error, OSError) as exc:
+                failure = self._health.translate(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+            except StoreWriteFailed as exc:
+                self._health.refuse(exc)
+                raise
 
-    def _locked_if_writable(self) -> WriterLock | _NoLock:
-        return self._lock if self._lock is not None else _NoLock()
+    @contextmanager
+    def _open_guard(self) -> Iterator[None]:
+        """Opening: the writer lock when writable (open-time repairs write), failed writes typed."""
+        if self._lock is None:
+            yield
+            return
+        with self._lock:
+            try:
+                yield
+            except (lmdb.Error, OSError) as exc:
+                failure = self._health.translate(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+
+    def write_refusal(self) -> Refusal | None:
+        """Why writes are being refused now (full disk or map, I/O error), or None when they work.
+
+        Set by a write that could not be committed, cleared by the next one
+        that is, or, for a full disk, as soon as the file system has room again.
+        """
+        return self._health.current()
 
     def _check_writable(self) -> None:
         if self.readonly:
             raise StoreReadOnly(f"{self.path}: store opened read-only")
 
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

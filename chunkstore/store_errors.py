@@ -86,6 +86,41 @@ class StoreReadOnly(SwarmError):
     """A write was attempted on a store opened with ``readonly=True``."""
 
 
+class StoreWriteFailed(SwarmError):
+    """A write could not be committed; the transaction was aborted, so nothing of it is stored.
+
+    ``reason`` is a short machine-readable cause (``io_error`` here; see
+    ``StoreFull``), ``errno`` the OS error number when there is one, ``path``
+    the environment that failed. Reads are unaffected.
+    """
+
+    reason = "io_error"
+
+    def __init__(self, message: str, *, errno: int | None = None, path: str | None = None) -> None:
+        self.errno = errno
+        self.path = path
+        # put_many: the items stored anyway (index -> PutResult), those of shards committed before the failure
+        self.stored: dict[int, object] = {}
+        super().__init__(message)
+
+
+class StoreFull(StoreWriteFailed):
+    """No space left for the store: the file system is full (``disk_full``) or an LMDB map is (``map_full``).
+
+    Writes succeed again once space is freed (or the map is made larger),
+    without reopening the store.
+    """
+
+    def __init__(self, reason: str, message: str, *, errno: int | None = None, path: str | None = None) -> None:
+        if reason not in FULL_REASONS:
+            raise ValueError(f"unknown StoreFull reason {reason!r}")
+        self.reason = reason
+        super().__init__(message, errno=errno, path=path)
+
+
+FULL_REASONS = ("disk_full", "map_full")
+
+
 __all__ = [
     "BatchExists",
     "BufferTooSmall",
@@ -94,6 +129,8 @@ __all__ = [
     "StampConflict",
     "StoreCorrupt",
     "StoreFormatError",
+    "StoreFull",
     "StoreReadOnly",
+    "StoreWriteFailed",
     "UnknownBatch",
 ]

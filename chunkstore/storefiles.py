@@ -9,6 +9,7 @@ so a stray ``ShardReader`` refuses a foreign directory as firmly as the store.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import lmdb
 
@@ -55,8 +56,20 @@ def check_shard_count(shards: int) -> int:
     return shards
 
 
-def open_meta(root: str, shards: int | None, *, readonly: bool, map_size: int, default_shards: int) -> MetaEnv:
-    """Open (creating when writable and absent) the store at ``root``; returns its meta env."""
+def open_meta(
+    root: str,
+    shards: int | None,
+    *,
+    readonly: bool,
+    map_size: int,
+    shard_map_size: Callable[[int], int],
+    default_shards: int,
+) -> MetaEnv:
+    """Open (creating when writable and absent) the store at ``root``; returns its meta env.
+
+    ``map_size`` is the meta env's map size; ``shard_map_size(count)`` that of
+    each shard of a store with ``count`` shards (used when creating them).
+    """
     meta_path = os.path.join(root, META_DIR)
     exists = os.path.isfile(os.path.join(meta_path, "data.mdb"))
     if readonly and not exists:
@@ -74,7 +87,8 @@ def open_meta(root: str, shards: int | None, *, readonly: bool, map_size: int, d
             release_env(env)
             raise
         release_env(env)  # an interrupted creation: do it again (LMDB forbids a second handle)
-    return _create(root, meta_path, shards or default_shards, map_size)
+    count = shards or default_shards
+    return _create(root, meta_path, count, map_size, shard_map_size(count))
 
 
 def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None) -> MetaEnv:
@@ -89,10 +103,10 @@ def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | 
     return MetaEnv(env, count)
 
 
-def _create(root: str, meta_path: str, count: int, map_size: int) -> MetaEnv:
+def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: int) -> MetaEnv:
     check_shard_count(count)
     for index in range(count):
-        env = acquire_env(shard_path(root, index), readonly=False, map_size=map_size, max_dbs=len(SHARD_DBS))
+        env = acquire_env(shard_path(root, index), readonly=False, map_size=shard_size, max_dbs=len(SHARD_DBS))
         try:
             with env.begin(write=True) as txn:
                 dbs = {name: env.open_db(name, txn=txn) for name in SHARD_DBS}

@@ -23,3 +23,8 @@ class ImportRefused(TransferError):
 
 class BudgetTooSmall(TransferError):
     """``--memory-budget`` leaves too little room for the buffers the import needs."""
+
+
+class InsufficientSpace(TransferError):
+    """The file system has too little free space for the import (its staging area, or what it would add
+    to the store); found before anything was written to the store."""

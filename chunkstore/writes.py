@@ -25,6 +25,7 @@ next open's recount.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 
 import lmdb
 
@@ -49,16 +50,28 @@ from .proximity import proximity
 from .shard import Shard, iter_prefix, txn_load
 from .stamp import split_index
 from .store_errors import StampConflict
+from .writefailures import WriteHealth
 
 Holder = tuple[int, int, bytes]  # (stamp timestamp, shard, chunk address)
+
+
+def commit_txn(txn: lmdb.Transaction) -> None:
+    """Commit one shard transaction: the single point where a full disk or map shows up at commit time
+    (tests replace it to inject failures where LMDB would raise them)."""
+    txn.commit()
 
 
 class WriteSession:
     """Write transactions on the shards one operation touches; the caller holds the writer lock."""
 
-    def __init__(self, shards: list[Shard], settled: dict[int, set[bytes]]) -> None:
+    def __init__(
+        self, shards: list[Shard], settled: dict[int, set[bytes]], health: WriteHealth | None = None
+    ) -> None:
         self.shards = shards
         self.settled = settled  # per shard: pending slot keys already resolved, to delete
+        self.health = health
+        self.committed: list[int] = []  # shards whose transaction this session has committed
+        self._taken: dict[int, set[bytes]] = {}  # settled keys deleted in an open transaction, per shard
         self.txns: dict[int, lmdb.Transaction] = {}
         self.readers: dict[int, lmdb.Transaction] = {}
         self.byte_delta: dict[int, int] = {}
@@ -93,11 +106,19 @@ class WriteSession:
         contested = self.contested
         self._commit_all()
         if contested:
-            follow = WriteSession(self.shards, self.settled)
+            follow = WriteSession(self.shards, self.settled, self.health)
             try:
                 for key in contested:
                     follow.resolve(key)
                 follow._commit_all()
+            except (lmdb.Error, OSError) as exc:
+                # The new holders are durable and each carries a pending record, so the store is
+                # consistent; the next writable open evicts the old holders (chunkstore/recovery.py).
+                # The write itself succeeded: only its clean-up is left for later.
+                follow.abort()
+                if self.health is None or self.health.translate(exc) is None:
+                    raise
+                return
             except BaseException:
                 follow.abort()
                 raise
@@ -108,6 +129,9 @@ class WriteSession:
     def abort(self) -> None:
         for txn in (*self.txns.values(), *self.readers.values()):
             txn.abort()
+        for s, keys in self._taken.items():  # their deletion was not committed: keep them for the next write
+            self.settled.setdefault(s, set()).update(keys)
+        self._taken.clear()
         self.txns.clear()
         self.readers.clear()
         self.byte_delta.clear()
@@ -122,13 +146,24 @@ class WriteSession:
         try:
             while self.txns:
                 s, txn = self.txns.popitem()
-                delta = self.byte_delta.pop(s, 0)
-                if delta:
-                    info = self.shards[s].info_db
-                    raw = txn.get(INFO_BYTES, db=info)
-                    txn.put(INFO_BYTES, u64((read_u64(raw) if raw else 0) + delta), db=info)
-                self._write_bins(s, txn)
-                txn.commit()
+                try:
+                    delta = self.byte_delta.pop(s, 0)
+                    if delta:
+                        info = self.shards[s].info_db
+                        raw = txn.get(INFO_BYTES, db=info)
+                        txn.put(INFO_BYTES, u64((read_u64(raw) if raw else 0) + delta), db=info)
+                    self._write_bins(s, txn)
+                    commit_txn(txn)
+                except BaseException:
+                    # Out of self.txns already, so abort() below would miss it: left open (a full map
+                    # fails these puts), it would hold the environment's write lock for good.
+                    with suppress(lmdb.Error):
+                        txn.abort()
+                    raise
+                self._taken.pop(s, None)
+                self.committed.append(s)
+                if self.health is not None:
+                    self.health.committed()
         finally:
             self.abort()
 
@@ -153,6 +188,8 @@ class WriteSession:
 
     def _drop_settled(self, s: int, txn: lmdb.Transaction) -> None:
         keys = self.settled.pop(s, None)
+        if keys:
+            self._taken[s] = keys
         for key in keys or ():
             # Another process may have crashed mid-contest on the same slot
             # since we resolved it; keep the record while the slot is doubled.

@@ -1,5 +1,12 @@
 """Random methods, paths, queries, headers and bodies at every endpoint: never a 5xx, errors are JSON,
-and a refused request leaves the stored data as it was."""
+and a refused request leaves the stored data as it was.
+
+Two layers: requests built from valid ``str`` values through the client,
+and raw bytes written to a socket (percent-encoded invalid UTF-8 in paths and
+queries, bytes 0x80-0xff and control characters in headers, over-long
+values), where aiohttp's own HTTP parser may refuse a malformed request with
+its plain-text 400 before the daemon sees it.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +17,10 @@ import string
 from urllib.parse import quote
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from apihelpers import Uploader, simple_sample
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_api import fake_remote
 
@@ -152,6 +160,21 @@ def requests(draw):
     return method, path, query, headers, body
 
 
+APP_MARK = "X-Fuzz-Answered-By-App"
+
+
+@web.middleware
+async def mark_app_answers(request: web.Request, handler):
+    """Test-only, outermost: tags every answer the application made (aiohttp's parser refusals lack it)."""
+    try:
+        resp = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers[APP_MARK] = "1"
+        raise
+    resp.headers[APP_MARK] = "1"
+    return resp
+
+
 @pytest.fixture(scope="module")
 def fuzz_env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
@@ -165,8 +188,9 @@ def fuzz_env(tmp_path_factory):
     async def sample(anchor, depth, ct):
         return await asyncio.get_running_loop().run_in_executor(None, simple_sample, store, anchor, depth, ct)
 
-    app = make_app(store, Config(data_dir=tmp, sample_wait=0.5), sample_fn=sample)
+    app = make_app(store, Config(data_dir=tmp, sample_wait=0.5, admin_token="fuzz-token"), sample_fn=sample)
     app.middlewares.insert(0, fake_remote)
+    app.middlewares.insert(0, mark_app_answers)
     client = TestClient(TestServer(app, loop=loop), loop=loop)
     loop.run_until_complete(client.start_server())
     yield loop, client, store
@@ -202,3 +226,149 @@ def test_fuzz_every_endpoint_no_5xx(fuzz_env, req):
             err = json.loads(raw)
             assert err["code"] == status and isinstance(err["message"], str) and err["message"]
         assert before == after, (method, path, status, raw[:300])
+
+
+# ---------------------------------------------------------------- raw bytes on the wire
+
+READ_HEADERS = [b"Swarm-Postage-Stamp", b"Swarm-Postage-Batch-Id", b"Swarm-Tag", b"Swarm-Pin", b"Authorization",
+                b"Content-Type", b"Origin", b"X-Test-Remote"]
+HIGH = bytes(range(0x80, 0x100))
+CONTROL = bytes([*range(0x00, 0x09), *range(0x0B, 0x0D), *range(0x0E, 0x20), 0x7F])  # no CR/LF: see below
+BAD_UTF8 = [b"%ff", b"%fe", b"%c3%28", b"%c0%80", b"%ed%a0%80", b"%e2%82", b"%80", b"%c3%a9", b"%00", b"%25"]
+
+raw_hex = st.binary(max_size=70).map(lambda b: b.hex().encode())
+raw_value = st.one_of(
+    raw_hex,
+    st.binary(min_size=1, max_size=40),  # anything, to be percent-encoded in paths and queries
+    st.lists(st.sampled_from(BAD_UTF8), min_size=1, max_size=4).map(b"".join),
+    st.binary(min_size=1, max_size=6).map(lambda b: b"".join(b"%%%02x" % c for c in b)),
+    st.integers(0, 40).map(lambda n: b"ab" * n + b"%ff"),
+    st.integers(8000, 9000).map(lambda n: b"a" * n),  # longer than the parser's 8190-byte lines
+)
+
+
+def _pct(value: bytes, raw_ok: bool) -> bytes:
+    """For a URL: printable ASCII kept (the caller's own escapes too), other bytes percent-encoded unless raw_ok."""
+    out = bytearray()
+    for c in value:
+        keep = 0x21 <= c <= 0x7E and c not in b"/?# " or (raw_ok and c >= 0x80)
+        out += bytes([c]) if keep else b"%%%02X" % c
+    return bytes(out)
+
+
+@st.composite
+def header_bytes(draw):
+    # weighted towards what the parser lets through (bytes 0x80-0xff): control characters, over-long
+    # values and bare CR/LF mostly meet aiohttp's own 400
+    kind = draw(st.sampled_from(["high", "high", "high", "stamp", "stamp", "utf8", "mixed", "control", "long", "crlf"]))
+    if kind == "high":
+        return draw(st.binary(min_size=1, max_size=8).map(lambda b: bytes(HIGH[x % 128] for x in b)))
+    if kind == "control":
+        return b"ab" + draw(st.sampled_from(list(CONTROL))).to_bytes(1, "big") + b"cd"
+    if kind == "mixed":
+        return draw(st.binary(max_size=300)).replace(b"\r", b"").replace(b"\n", b"")
+    if kind == "long":
+        return b"a" * draw(st.integers(4000, 12000))
+    if kind == "stamp":  # a well-formed stamp with one byte turned hostile
+        _, _, stamp = UP.cac(b"raw")
+        h = bytearray(stamp.hex().encode())
+        h[draw(st.integers(0, len(h) - 1))] = draw(st.sampled_from(list(HIGH + CONTROL)))
+        return bytes(h)
+    if kind == "crlf":  # a header smuggled into the value
+        return b"x\r\nSwarm-Postage-Stamp: \xe9\xff"
+    return "Bearer caf\u00e9 \u20ac".encode()
+
+
+@st.composite
+def raw_requests(draw):
+    """(method, request target, headers, body): aimed at the handlers that read headers, paths and queries."""
+    kind = draw(st.sampled_from(["upload", "upload", "soc", "admin", "admin", "rchash", "get", "random"]))
+    raw_path = draw(st.integers(0, 9)) == 0  # sometimes raw 0x80-0xff bytes: the parser's to refuse
+
+    def seg() -> str:
+        return _pct(draw(raw_value), raw_path).decode("latin-1") or "x"
+
+    query_keys: list[bytes] = draw(st.lists(st.sampled_from([b"x", b"\xe9", b"verbose"]), max_size=2))
+    names = [b"X-Test-Remote", b"Origin", b"Content-Type"]
+    headers = [(name, draw(header_bytes())) for name in draw(st.lists(st.sampled_from(READ_HEADERS), max_size=2))]
+    body = draw(st.one_of(st.just(b""), st.binary(max_size=300)))
+    if kind in ("upload", "soc"):
+        method = b"POST"
+        if kind == "upload":
+            path = draw(st.sampled_from(["/chunks", "/v1/chunks"]))
+            _, body, stamp = UP.cac(draw(st.binary(max_size=200)))
+        else:
+            soc, stamp = UP.soc(draw(st.binary(max_size=200)))
+            path = f"/soc/{soc.owner.hex() if draw(st.booleans()) else seg()}/{soc.id.hex() if draw(st.booleans()) else seg()}"
+            query_keys.append(b"sig")
+            body = soc.wrapped_data
+        names = [b"Swarm-Postage-Stamp", b"Swarm-Postage-Batch-Id", b"Swarm-Tag", b"Swarm-Pin"]
+        if draw(st.booleans()):
+            headers.append((b"Swarm-Postage-Stamp", stamp.hex().encode()))
+    elif kind == "admin":  # from "elsewhere", so the bearer token is read
+        method = draw(st.sampled_from([b"POST", b"DELETE"]))
+        path = draw(st.sampled_from(["/batches", "/chainstate", f"/batches/{UP.batch_id.hex()}", f"/batches/{seg()}"]))
+        headers.append((b"X-Test-Remote", b"10.9.8.7"))
+        names = [b"Authorization"]
+        if draw(st.booleans()):
+            headers.append((b"Authorization", b"Bearer " + draw(header_bytes())))
+    elif kind == "rchash":
+        method = b"GET"
+        path = f"/rchash/{seg() if draw(st.booleans()) else '0'}/{seg()}/{seg() if draw(st.booleans()) else 'bb'}"
+        query_keys += [b"consensusTime", b"verbose"]
+    elif kind == "get":
+        method = draw(st.sampled_from([b"GET", b"HEAD", b"DELETE"]))
+        path = draw(st.sampled_from(["/chunks/", "/v1/chunks/", "/batches/"])) + seg()
+    else:
+        method = draw(st.sampled_from([b"GET", b"POST", b"HEAD", b"DELETE", b"OPTIONS", b"PUT"]))
+        path = draw(st.sampled_from(TEMPLATES)).format(a=seg(), b=seg(), c=seg())
+    headers += [(name, draw(header_bytes())) for name in draw(st.lists(st.sampled_from(names), max_size=2))]
+    draw(st.randoms()).shuffle(headers)  # a hostile value may come before or after a good one
+    query = b"&".join(_pct(k, False) + b"=" + _pct(draw(raw_value), raw_path) for k in query_keys)
+    target = path.encode("latin-1") + (b"?" + query if query else b"")
+    return method, target, headers, body
+
+
+async def _send_raw(host: str, port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(-1), 30)
+    finally:
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.decode("latin-1").strip().lower()] = value.decode("latin-1").strip()
+    return status, headers, body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(req=raw_requests())
+def test_fuzz_raw_bytes_no_5xx(fuzz_env, req):
+    loop, client, store = fuzz_env
+    method, target, headers, body = req
+    request = method + b" " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+    request += b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+    request += b"Content-Length: %d\r\n\r\n" % len(body) + body
+    before = _snapshot(store)
+    status, got, raw = loop.run_until_complete(_send_raw(client.server.host, client.server.port, request))
+    after = _snapshot(store)
+    assert status < 500, (request[:400], status, raw[:300])
+    event(f"{'app' if APP_MARK.lower() in got else 'parser'} {status}")
+    if APP_MARK.lower() not in got:
+        # refused by aiohttp's HTTP parser before any handler ran: its own plain-text 400
+        assert status == 400, (request[:400], status, raw[:300])
+        assert before == after
+        return
+    if status >= 400:
+        if method != b"HEAD":
+            assert got.get("content-type", "").startswith("application/json"), (request[:400], got)
+            err = json.loads(raw)
+            assert err["code"] == status and isinstance(err["message"], str) and err["message"], err
+        assert before == after, (request[:400], status, raw[:300])

@@ -11,6 +11,7 @@ test's tmp dir and prints the path.
 from __future__ import annotations
 
 import asyncio
+import errno
 import math
 import os
 import re
@@ -22,6 +23,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from apihelpers import Uploader, simple_sample
 from browser import CHROMIUM, Browser
 from daemonproc import Daemon
+from fullhelpers import FailingCommits
 
 from api.app import make_app
 from api.batchshare import BatchEntriesCache, count_batch_entries
@@ -29,6 +31,7 @@ from api.config import Config
 from api.diskuse import allocated_bytes, disk_use
 from api.routes_ui import UI_DIR
 from api.state import STATE
+from chunkstore import writefailures
 from chunkstore.reserve import ReserveOptions
 from chunkstore.store import ChunkStore
 
@@ -146,6 +149,27 @@ async def test_metrics_for_the_dashboard(tmp_path):
     assert exposed == {b: float(n) for b, n in enumerate(bins)} and sum(exposed.values()) == 20
     for name in ("chunkstore_data_dir_bytes", "chunkstore_filesystem_free_bytes", "chunkstore_filesystem_size_bytes"):
         assert float(re.search(rf"^{name} (\S+)$", text, re.M).group(1)) > 0
+
+
+async def test_ready_metric_follows_readiness_when_writes_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(writefailures, "free_bytes", lambda p: 0)  # the disk stays full until said otherwise
+    store = ChunkStore(tmp_path / "store")
+    up = Uploader()
+    store.batches.add(up.batch())
+    async with TestClient(TestServer(build(tmp_path, store))) as client:
+        assert "chunkstore_ready 1.0" in await (await client.get("/metrics")).text()
+        failing = FailingCommits(monkeypatch, errno.ENOSPC)
+        _, data, stamp = up.cac()
+        assert (await client.post("/chunks", data=data, headers={"Swarm-Postage-Stamp": stamp.hex()})).status == 507
+        assert (await client.get("/readiness")).status == 400
+        text = await (await client.get("/metrics")).text()
+        assert "chunkstore_ready 0.0" in text
+        assert 'chunkstore_writes_refused_total{reason="disk_full"} 1.0' in text
+        failing.stop()
+        monkeypatch.setattr(writefailures, "free_bytes", lambda p: writefailures.RECOVERY_MARGIN)
+        assert (await client.get("/readiness")).status == 200
+        assert "chunkstore_ready 1.0" in await (await client.get("/metrics")).text()
+    store.close()
 
 
 # ---------------------------------------------------------------- the counts behind it
