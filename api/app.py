@@ -18,7 +18,7 @@ from aiohttp import web
 import chunkstore
 from chunkstore import hashing
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status
+from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status, routes_ui
 from .config import Config
 from .errors import Handler, error_middleware
 from .metrics import Metrics
@@ -161,7 +161,7 @@ def make_app(
     becomes the store's (its reserve counts proximity to it). A writable
     store's reserve worker (eviction, expiry) runs from start-up to clean-up.
     """
-    metrics = Metrics()
+    metrics = Metrics(config.sampling_window)
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
     reserve = getattr(store, "reserve", None)
     writable = reserve is not None and not getattr(store, "readonly", False)
@@ -185,6 +185,9 @@ def make_app(
     if reserve is not None:
         metrics.attach_reserve(reserve)
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
+    metrics.attach_disk(getattr(store, "path", config.data_dir))
+    # the scrape runs in the thread pool, where the probe's statvfs (only while refused) may block
+    metrics.attach_readiness(lambda: state.ready and routes_status.write_refusal(store) is None)
     worker = ReserveWorker(reserve) if writable else None
     state.extras["reserve_worker"] = worker
 
@@ -196,6 +199,7 @@ def make_app(
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
     routes_daemon.add_routes(app)
+    routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
         if worker is not None:

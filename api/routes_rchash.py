@@ -152,6 +152,7 @@ class SampleCoordinator:
             self._last_duration = duration
             stats = getattr(result, "stats", None)
             self._metrics.record_sample(duration, stats, ok=True)
+            await self._record_estimate(result, stats, duration)
             log.info(
                 "reserve sample finished",
                 extra={"fields": {"depth": depth, "anchor": anchor.hex(), "duration_s": round(duration, 3),
@@ -162,6 +163,19 @@ class SampleCoordinator:
             self._running_since = None
             self._metrics.sample_in_progress.set(0)
             self._lock.release()
+
+    async def _record_estimate(self, result: Any, stats: Any, duration: float) -> None:
+        """Give the metric (and the status page) what ``?verbose=true`` says of this run's full-reserve time."""
+        used = getattr(result, "hash_backend", "") or hashing.backend_info().name
+        window = self._metrics.sampling_window
+        try:
+            estimate = await asyncio.get_running_loop().run_in_executor(
+                None, _estimate, _stats_dict(stats), used, duration, window
+            )
+        except Exception as exc:  # an estimate is advice: it must not fail the sample
+            log.warning("full-reserve estimate failed", extra={"fields": {"error": repr(exc)}})
+            return
+        self._metrics.set_full_reserve_estimate(estimate["estimatedSeconds"])
 
     async def close(self) -> None:
         tasks = list(self._inflight.values())
