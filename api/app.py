@@ -18,7 +18,7 @@ from chunkstore.reserve import ReserveStore, ReserveWorker
 from chunkstore.swarm.bmt import backend as hashing
 from sampler import SampleResult, reserve_sample_async
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status
+from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status, routes_ui
 from .config import Config
 from .metrics import Metrics
 from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
@@ -61,7 +61,7 @@ def make_app(
     becomes the store's (its reserve counts proximity to it). A writable
     store's reserve worker (eviction, expiry) runs from start-up to clean-up.
     """
-    metrics = Metrics()
+    metrics = Metrics(config.sampling_window)
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
     reserve = store.reserve
     if overlay is None:
@@ -86,6 +86,9 @@ def make_app(
     metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=False)
     metrics.attach_reserve(reserve)
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
+    metrics.attach_disk(store.path)
+    # the scrape runs in the thread pool, where the probe's statvfs (only while refused) may block
+    metrics.attach_readiness(lambda: state.ready and store.write_refusal() is None)
 
     app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware], client_max_size=config.max_body)
     app[STATE] = state
@@ -95,6 +98,7 @@ def make_app(
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
     routes_daemon.add_routes(app)
+    routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
         if worker is not None:

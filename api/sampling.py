@@ -3,7 +3,8 @@
 A request for another sample waits up to ``--sample-wait`` seconds for the
 running one, then gets ``SampleBusy`` (503 with ``Retry-After``: the expected
 remaining time of the running sample, from the last run's duration, at
-least 1 s). Every run, failed or not, is recorded in the metrics.
+least 1 s). Every run, failed or not, is recorded in the metrics, and a
+successful one's full-reserve estimate (api/estimate.py) too.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from sampler import InsufficientSample, SampleResult
+from chunkstore.swarm.bmt import backend as hashing
+from sampler import InsufficientSample, SampleResult, SampleStats
 
 from .errors import SampleBusy
+from .estimate import estimate
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,7 @@ class SampleCoordinator:
             self._last_duration = duration
             stats = result.stats
             self._metrics.record_sample(duration, stats, ok=True)
+            await self._record_estimate(result, stats, duration)
             log.info(
                 "reserve sample finished",
                 extra={"fields": {"depth": depth, "anchor": anchor.hex(), "duration_s": round(duration, 3),
@@ -122,6 +126,19 @@ class SampleCoordinator:
             self._running_since = None
             self._metrics.sample_in_progress.set(0)
             self._lock.release()
+
+    async def _record_estimate(self, result: SampleResult, stats: SampleStats, duration: float) -> None:
+        """Give the metric (and the status page) what ``?verbose=true`` says of this run's full-reserve time."""
+        used = result.hash_backend or hashing.backend_info().name
+        window = self._metrics.sampling_window
+        try:
+            figures = await asyncio.get_running_loop().run_in_executor(
+                None, estimate, stats.as_dict(), used, duration, window
+            )
+        except Exception as exc:  # an estimate is advice: it must not fail the sample
+            log.warning("full-reserve estimate failed", extra={"fields": {"error": repr(exc)}})
+            return
+        self._metrics.set_full_reserve_estimate(figures["estimatedSeconds"])
 
     async def close(self) -> None:
         tasks = list(self._inflight.values())

@@ -1,5 +1,5 @@
 """What the handlers of one app share: the store, settings, metrics, the thread pool, the write queue,
-the sample coordinator and the reserve worker."""
+the sample coordinator, the reserve worker and the per-batch entry counts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from aiohttp import web
 
 from chunkstore.reserve import ReserveStore, ReserveWorker
 
+from .batchshare import BatchEntriesCache
 from .config import Config
 from .metrics import Metrics
 from .putqueue import PutQueue
@@ -36,6 +37,7 @@ class AppState:
     puts: PutQueue  # group commit of uploads
     sampler: SampleCoordinator  # one /rchash sample at a time
     reserve_worker: ReserveWorker | None  # eviction and expiry, for a writable store
+    batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     version: str = "0.0.0"
     ready: bool = True
     started_at: float = field(default_factory=time.time)

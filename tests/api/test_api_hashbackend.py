@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 import tests.sampler.textbook as textbook
-from api.routes_rchash import _estimate
+from api.estimate import estimate as _estimate
 from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import ChunkType
 from tests.api.test_api import build

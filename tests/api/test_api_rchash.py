@@ -9,7 +9,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 import tests.sampler.textbook as textbook
-from api.routes_rchash import full_reserve_estimate
+from api.estimate import full_reserve_estimate
 from api.state import STATE
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.keccak import keccak256

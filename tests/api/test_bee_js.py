@@ -27,13 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +39,7 @@ from chunkstore.swarm.cac import cac_address
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import parse_soc, soc_address
 from chunkstore.swarm.stamp import parse_stamp, validate_stamp
+from tests.api.daemonproc import Daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 JS_DIR = ROOT / "tests" / "js"
@@ -73,66 +68,11 @@ pytestmark = [
 ]
 
 
-class Daemon:
-    """``chunkstore serve`` (as ``python -m api.cli serve``) on a free port, JSON logs read from stderr."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.raw: list[str] = []
-        self.listening: dict[str, Any] = {}
-        self._up = threading.Event()
-        cmd = [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", "0",
-               "--host", "127.0.0.1", "--workers", "2", "--log-format", "json"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self._up.wait(0.05):
-            if self.proc.poll() is not None:
-                raise AssertionError(f"daemon exited {self.proc.returncode}: {self.raw[-20:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"daemon not listening after 30 s: {self.raw[-20:]}")
-        self.url = f"http://127.0.0.1:{self.listening['port']}"
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.raw.append(line.rstrip())
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("msg") == "listening":
-                self.listening = rec
-                self._up.set()
-
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture
 def daemon(tmp_path):
     d = Daemon(tmp_path / "data")
     try:
-        deadline = time.monotonic() + 30
-        while d.request("GET", "/readiness")[0] != 200:
-            assert time.monotonic() < deadline, "daemon never became ready"
-            time.sleep(0.05)
+        d.wait_ready(30)
         yield d
     finally:
         d.stop()

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from api.metrics import Metrics
+from api.app import make_app
+from api.config import Config
+from api.state import STATE
+from chunkstore.reserve import ReserveStore
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 ROOT = DOCKER.parent
@@ -160,9 +163,19 @@ def test_prometheus_scrapes_the_daemon():
     assert f"chunkstore:{port}" in job["static_configs"][0]["targets"]
     mounts = compose["services"]["prometheus"]["volumes"]
     assert any(m.startswith("./prometheus.yml:/etc/prometheus/prometheus.yml") for m in mounts)
+    # the rules are loaded from beside the config, where compose mounts them
+    assert prom["rule_files"] == ["alerts.yml"]
+    assert any(m.startswith("./alerts.yml:/etc/prometheus/alerts.yml") for m in mounts)
 
 
-def test_grafana_provisioning_and_dashboard():
+# what the operator's issue asks the dashboard to show, each a words in some panel's title
+DASHBOARD_TOPICS = (
+    "sample duration against the sampling window", "reserve size against capacity", "storage radius",
+    "per proximity bin", "uploads per second", "upload latency", "refused writes", "hash backend",
+)
+
+
+def test_grafana_provisioning_and_dashboard(tmp_path):
     compose = load_yaml(DOCKER / "compose.yaml")
     mounts = dict(m.split(":")[:2] for m in compose["services"]["grafana"]["volumes"] if m.startswith("."))
     ds = load_yaml(DOCKER / "grafana/provisioning/datasources/prometheus.yml")["datasources"][0]
@@ -173,27 +186,34 @@ def test_grafana_provisioning_and_dashboard():
 
     dashboards = list((DOCKER / "grafana/dashboards").glob("*.json"))
     assert dashboards
-    exposed = exposed_metric_names()
+    exposed = exposed_metric_names(tmp_path)
     for path in dashboards:
         dash = json.loads(path.read_text())
         assert dash["uid"] and dash["panels"]
-        titles = " ".join(p["title"].lower() for p in dash["panels"])
-        for needed in ("sample duration", "store size"):
-            assert needed in titles
+        titles = " | ".join(p["title"].lower() for p in dash["panels"])
+        for needed in DASHBOARD_TOPICS:
+            assert needed in titles, f"{path.name}: no panel on {needed!r}"
         assert any("chunks_per_second" in t["expr"] for p in dash["panels"] for t in p["targets"])
+        assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
         for panel in dash["panels"]:
             assert panel["datasource"]["uid"] == ds["uid"]
+            assert panel["title"] and panel["description"], panel["id"]
+            assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']!r} says no unit"
+            assert panel["targets"], panel["title"]
             for target in panel["targets"]:
                 for name in re.findall(r"\b((?:bee|chunkstore)_[a-z_]+)", target["expr"]):
                     assert name in exposed, f"{path.name}: panel {panel['title']!r} uses unknown metric {name}"
 
 
-def exposed_metric_names() -> set[str]:
-    m = Metrics()
-    m.attach_store(lambda: {"chunks": 1, "stamps": 1, "bytes": 4104}, lambda: 0)
-    m.record_sample(1.0, None, ok=True)
-    m.observe_http("GET", "/health", 200, 0.001)
-    text = m.render().decode()
+def exposed_metric_names(tmp_path: Path) -> set[str]:
+    """Every series name the daemon's app exposes over a real store once a sample has run."""
+    store = ReserveStore(tmp_path / "store")
+    try:
+        metrics = make_app(store, Config(data_dir=tmp_path))[STATE].metrics
+        metrics.record_sample(1.0, None, ok=True)  # the run summary exists from the first sample on
+        text = metrics.render().decode()
+    finally:
+        store.close()
     return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
