@@ -14,11 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-BATCH_ID_SIZE = 32
+from chunkstore.store.store import ChunkStore
+from chunkstore.swarm.constants import BATCH_ID_SIZE
+
 MAX_AGE = 60.0  # seconds a count is served before the next request recounts
 
 
-def count_batch_entries(store: Any, batch_ids: list[bytes]) -> dict[bytes, int]:
+def count_batch_entries(store: ChunkStore, batch_ids: list[bytes]) -> dict[bytes, int]:
     """Stamp entries held per batch, summed over the shards (each shard read in one snapshot)."""
     counts = dict.fromkeys(batch_ids, 0)
     for index in range(store.shard_count):
@@ -55,7 +57,7 @@ class BatchEntriesCache:
         self._last: BatchEntries | None = None
         self._lock = threading.Lock()
 
-    def get(self, store: Any) -> BatchEntries:
+    def get(self, store: ChunkStore) -> BatchEntries:
         with self._lock:  # held while counting: a second caller waits and takes the fresh count
             ids = [b.id for b in store.batches.list()]
             last = self._last

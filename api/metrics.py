@@ -73,7 +73,7 @@ from prometheus_client.registry import Collector
 from .diskuse import disk_use
 from .samplelog import SampleLog, SampleRun
 
-log = logging.getLogger("chunkstore.api")
+log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

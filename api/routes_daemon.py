@@ -32,40 +32,30 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore import hashing
+from chunkstore.swarm.bmt import backend as hashing
 
-from .batchshare import BatchEntriesCache
 from .diskuse import disk_use
 from .errors import json_response
 from .state import AppState, state_of
 
-log = logging.getLogger("chunkstore.api")
-
-BATCH_ENTRIES = "batch_entries"  # AppState.extras key of the per-batch count cache
+log = logging.getLogger(__name__)
 
 
 def daemon_status(state: AppState) -> dict[str, Any]:
     """The ``/chunkstore/status`` object (a plain dict; extend it here). Blocking: reads the store and the disk."""
     store = state.store
-    reserve = getattr(store, "reserve", None)
-    if reserve is not None:
-        status = reserve.status()
-        capacity, bins = status.capacity, list(status.bins)
-    else:  # a store without a reserve view: no bins to show
-        capacity, bins = state.config.reserve_capacity << state.config.reserve_capacity_doubling, None
-    sampler = state.extras.get("sampler")
-    cache = state.extras.setdefault(BATCH_ENTRIES, BatchEntriesCache())
+    status = store.reserve.status()
     return {
         "hashBackend": hashing.backend_info().as_dict(),
-        "reserve": {"capacity": capacity, "bins": bins},
-        "disk": disk_use(getattr(store, "path", state.config.data_dir)).as_json(),
+        "reserve": {"capacity": status.capacity, "bins": list(status.bins)},
+        "disk": disk_use(store.path).as_json(),
         "samples": {
             "windowSeconds": state.config.sampling_window,
-            "running": bool(getattr(sampler, "busy", False)),
+            "running": state.sampler.busy,
             "fullReserveEstimateSeconds": state.metrics.full_reserve_estimate,
             "recent": [run.as_json() for run in state.metrics.recent_samples.runs()],
         },
-        "batches": cache.get(store).as_json(),
+        "batches": state.batch_entries.get(store).as_json(),
     }
 
 

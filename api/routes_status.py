@@ -43,15 +43,16 @@ version whose endpoints are served.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
+
+from chunkstore.reserve import ReserveStore
+from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
 from .metrics import CONTENT_TYPE
 from .state import API_VERSION, state_of
 
-UINT8_MAX = 255  # the reference keeps this radius in a uint8
 WELCOME = "chunkstore: Swarm chunk store (a subset of the Bee API)\n"
 
 
@@ -64,12 +65,6 @@ async def health(request: web.Request) -> web.Response:
     return json_response({"status": "ok", "version": st.version, "apiVersion": API_VERSION})
 
 
-def write_refusal(store: Any) -> Any:
-    """The store's current write refusal (None when writes work or the store cannot tell)."""
-    probe = getattr(store, "write_refusal", None)
-    return None if probe is None else probe()
-
-
 async def readiness(request: web.Request) -> web.Response:
     st = state_of(request)
     body = {"status": "ready", "version": st.version, "apiVersion": API_VERSION}
@@ -77,7 +72,7 @@ async def readiness(request: web.Request) -> web.Response:
         body["status"] = "notReady"
         body["reason"] = "starting up (a --demo fill is running)"
         return json_response(body, status=400)
-    refusal = await st.run(write_refusal, st.store)  # statvfs when refused: off the loop
+    refusal = await st.run(st.store.write_refusal)  # statvfs when refused: off the loop
     if refusal is not None:
         body["status"] = "notReady"
         body["reason"] = f"writes refused ({refusal.reason}): {refusal.message}"
@@ -99,18 +94,15 @@ class ReserveNumbers:
     def batchstore_radius(self) -> int:
         """The reference batch store's radius: the least r with commitment <= capacity * 2^r."""
         r = 0
-        while r < UINT8_MAX and self.capacity << r < self.commitment:
+        while r < UINT8_MAX and self.capacity << r < self.commitment:  # the reference keeps r in a uint8
             r += 1
         return r
 
 
-def reserve_numbers(store: Any) -> ReserveNumbers:
+def reserve_numbers(store: ReserveStore) -> ReserveNumbers:
     """Everything ``/status`` and ``/reservestate`` show, read without scanning the chunks."""
     commitment = sum(1 << int(b.depth) for b in store.batches.list())
-    reserve = getattr(store, "reserve", None)
-    if reserve is None:  # a store without a reserve view: all of it is "within radius 0"
-        chunks = int(store.stats().get("chunks", 0))
-        return ReserveNumbers(chunks, chunks, 0, 0, 1 << 22, commitment, 0)
+    reserve = store.reserve
     status = reserve.status()
     chain = reserve.chainstate
     return ReserveNumbers(

@@ -3,15 +3,15 @@
     python bench/bench_mapsize.py [--chunks 5000] [--rounds 3]
 
 1. Opening a 4-shard store with maps of 256 GiB (the old fixed default, the
-   baseline), the size this machine's default picks (chunkstore/mapsize.py)
+   baseline), the size this machine's default picks (chunkstore/store/mapsize.py)
    and 4 TiB per shard: open + close time, virtual and resident memory added,
    and the files' size after the same puts. A map reserves address space only.
-2. Puts with the map-room check (chunkstore/store.py ``_check_map_room``) and
+2. Puts with the map-room check (chunkstore/store/store.py ``_check_map_room``) and
    without it (the baseline, a no-op in its place), alternating rounds: far
    from the map's end (the check reads two LMDB counters) and near it (a
    small map, where it also counts the databases' pages).
 
-Chunks and stamps come from bench/bench_store.py's cache.
+Chunks and stamps come from bench/benchlib.py's cache.
 """
 
 from __future__ import annotations
@@ -24,17 +24,13 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from benchlib import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload
 
-from bench_store import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload  # noqa: E402
-
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.mapsize import GiB, TiB, shard_map_size  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.batchstore import Batch
+from chunkstore.store.mapsize import GiB, TiB, shard_map_size
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.signer import Signer
 
 
 def vm() -> tuple[int, int]:
@@ -52,8 +48,8 @@ def files(path: str) -> int:
     return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs if f == "data.mdb")
 
 
-def new_store(path: str, map_size: int | None) -> ChunkStore:
-    store = ChunkStore(path, shards=4, map_size=map_size)
+def new_store(path: str, map_size: int | None) -> ReserveStore:
+    store = ReserveStore(path, shards=4, map_size=map_size)
     if not store.batches.find(BATCH_ID):
         store.batches.add(Batch(BATCH_ID, Signer(KEY).address, DEPTH, BUCKET_DEPTH, False, 10**15, 0))
     return store
@@ -72,7 +68,7 @@ def bench_open(workdir: str, items: list, datas: list, rounds: int) -> None:
         for _ in range(20 * rounds):
             v0, r0 = vm()
             t = time.perf_counter()
-            store = ChunkStore(path, map_size=size)
+            store = ReserveStore(path, map_size=size)
             times.append(time.perf_counter() - t)
             v1, r1 = vm()
             store.close()

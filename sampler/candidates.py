@@ -74,7 +74,7 @@ class CandidateSet:
             tie = ep == self._after_prefix
             self.beyond += int(np.count_nonzero(above))
             mask = (above | tie) & (ep <= self._threshold_prefix)
-            for j in np.flatnonzero(tie):
+            for j in np.flatnonzero(tie).tolist():
                 r = entry_rows[j]
                 if (bytes(taddrs[r]), entry_batches[j]) > self.after:
                     self.beyond += 1

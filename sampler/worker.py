@@ -36,23 +36,21 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore import hashing
-from chunkstore.bmt import SPAN_SIZE
-from chunkstore.cac import MAX_DATA_SIZE
-from chunkstore.layout import ChunkType
-from chunkstore.shard import ShardReader, ShardSnapshot
-from chunkstore.soc import HEADER_SIZE, MAX_SOC_DATA_SIZE
-from chunkstore.store_errors import ChunkNotFound
+from chunkstore.store.errors import ChunkNotFound
+from chunkstore.store.shard import ShardReader, ShardSnapshot
+from chunkstore.swarm.bmt import ROW_STRIDE
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
 
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
 from .scope import SampleScope
 
 ROWS = 256  # rows per kernel call: amortises its argument checks and dispatch over many chunks
-STRIDE = -(-MAX_SOC_DATA_SIZE // 16) * 16  # room for a full SOC, rounded up to 16 (4208)
+STRIDE = ROW_STRIDE  # room for a full SOC
 # plain ints: the per-entry loop compares them faster than IntEnum members
 _CAC, _SOC = int(ChunkType.CAC), int(ChunkType.SOC)
-_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_DATA_SIZE
+_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_CAC_SIZE
 PROGRESS_EVERY = 4096  # entries between two progress reports (at the next hashed batch)
 
 # The shared progress counters of this worker process (see ``init_worker``).
@@ -168,12 +166,12 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
     entries = iter(()) if key_range is None else snap.iter_range(*key_range)
 
     buf = np.zeros((ROWS, STRIDE), np.uint8)
-    rows = [memoryview(buf[i]) for i in range(ROWS)]
+    rows = [buf[i].data for i in range(ROWS)]
     lengths = np.zeros(ROWS, np.int64)
     offsets = np.zeros(ROWS, np.int64)
     is_soc = np.zeros(ROWS, np.uint8)
     soc_addresses = np.zeros((ROWS, 32), np.uint8)
-    soc_view = memoryview(soc_addresses.reshape(-1))
+    soc_view = soc_addresses.reshape(-1).data
     out = np.zeros((ROWS, 32), np.uint8)
 
     cands = CandidateSet(task.k, task.after)
@@ -239,7 +237,7 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
         finally:
             read_ns += perf_ns() - t
         loads += 1
-        offset = HEADER_SIZE if chunk_type == _SOC else 0
+        offset = SOC_HEADER_SIZE if chunk_type == _SOC else 0
         if not _MIN_CAC <= length - offset <= _MAX_CAC:
             # Malformed stored data would make the kernel refuse the whole batch.
             load_failed += 1
