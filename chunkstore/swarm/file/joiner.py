@@ -28,6 +28,7 @@ may read from one instance if ``get`` is thread-safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ...bmt import CHUNK_SIZE, SPAN_SIZE
 from ...errors import InvalidChunk, InvalidSignature
@@ -184,14 +185,18 @@ class Joiner:
 
     def _fetch_children(self, refs: list[bytes], parity: list[bytes], wanted: list[int]) -> dict[int, bytes]:
         """Raw (still encrypted) data of the children ``wanted``, recovering from parities if needed."""
+        fetched = {i: self._raw_get(refs[i][:HASH_SIZE]) for i in wanted}
+        present = {i: d for i, d in fetched.items() if d is not None and SPAN_SIZE <= len(d) <= PADDED_SIZE}
+        order = list(present)
+        if self._verify:
+            hashes = self._hasher([present[i] for i in order])
+        else:
+            hashes = [refs[i][:HASH_SIZE] for i in order]
         found: dict[int, bytes] = {}
-        datas = {i: self._raw_get(refs[i][:HASH_SIZE]) for i in wanted}
-        present = [i for i in wanted if datas[i] is not None and SPAN_SIZE <= len(datas[i]) <= PADDED_SIZE]  # type: ignore[arg-type]
-        hashes = self._hasher([datas[i] for i in present]) if self._verify else [refs[i][:HASH_SIZE] for i in present]  # type: ignore[misc]
         bad: dict[int, bytes] = {}
-        for i, got in zip(present, hashes, strict=True):
+        for i, got in zip(order, hashes, strict=True):
             if got == refs[i][:HASH_SIZE]:
-                found[i] = datas[i]  # type: ignore[assignment]
+                found[i] = present[i]
             else:
                 bad[i] = got
         lost = [i for i in wanted if i not in found]
@@ -312,6 +317,6 @@ class Joiner:
         return b"".join(self.read())
 
 
-def join_bytes(reference: bytes, get: Getter, **options: object) -> bytes:
-    """The whole file at ``reference`` in one call."""
-    return Joiner(reference, get, **options).read_all()  # type: ignore[arg-type]
+def join_bytes(reference: bytes, get: Getter, **options: Any) -> bytes:
+    """The whole file at ``reference`` in one call (``options`` as for :class:`Joiner`)."""
+    return Joiner(reference, get, **options).read_all()

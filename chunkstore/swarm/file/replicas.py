@@ -80,8 +80,8 @@ def replica_ids(address: bytes, level: Level | int) -> list[bytes]:
         if not place(soc_id, soc_address, int(level)):
             continue
         # Hand out the queue in slot order, up to the first gap.
-        while done < len(queue) and queue[done] is not None:
-            emitted.append(queue[done])  # type: ignore[arg-type]
+        while done < len(queue) and (ready := queue[done]) is not None:
+            emitted.append(ready)
             done += 1
     return emitted
 

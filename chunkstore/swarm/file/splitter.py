@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -330,9 +331,9 @@ class Splitter:
 def split_bytes(
     data: bytes | bytearray | memoryview,
     sink: Sink | None = None,
-    **options: object,
+    **options: Any,
 ) -> bytes:
-    """Reference of ``data`` as one call; chunks go to ``sink`` (dropped if ``None``)."""
-    splitter = Splitter(sink if sink is not None else (lambda _a, _d: None), **options)  # type: ignore[arg-type]
+    """Reference of ``data`` as one call; chunks go to ``sink`` (dropped if ``None``); ``options`` as for :class:`Splitter`."""
+    splitter = Splitter(sink if sink is not None else (lambda _a, _d: None), **options)
     splitter.write(data)
     return splitter.finish()

@@ -200,15 +200,16 @@ def reconstruct_data(shards: Sequence[bytes | bytearray | memoryview | None], da
     present = [i for i, s in enumerate(shards) if s is not None]
     if len(present) < data_shards:
         raise ReedSolomonError(f"{len(present)} of {total} shards present; {data_shards} needed")
-    missing = [i for i in range(data_shards) if shards[i] is None]
+    available = {i: s for i, s in enumerate(shards) if s is not None}
+    missing = [i for i in range(data_shards) if i not in available]
     if not missing:
-        return [bytes(s) for s in shards[:data_shards]]  # type: ignore[arg-type]
+        return [bytes(available[i]) for i in range(data_shards)]
     chosen = present[:data_shards]
-    rows = _as_rows([shards[i] for i in chosen], "shards")  # type: ignore[misc]
+    rows = _as_rows([available[i] for i in chosen], "shards")
     decode = _invert(np.ascontiguousarray(coding_matrix(data_shards, parity_shards)[chosen]))
     out = np.empty((len(missing), rows.shape[1]), np.uint8)
     _combine(np.ascontiguousarray(decode[missing]), rows, out)
-    result = [bytes(s) if s is not None else b"" for s in shards[:data_shards]]
+    result = [bytes(available[i]) if i in available else b"" for i in range(data_shards)]
     for k, i in enumerate(missing):
         result[i] = out[k].tobytes()
     return result
