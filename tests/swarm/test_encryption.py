@@ -78,3 +78,26 @@ def test_bad_sizes_are_typed_errors():
         enc.decrypt_chunk(bytes(4103), bytes(32))
     with pytest.raises(enc.EncryptionError):
         enc.encrypt_chunk(bytes(8), None, lambda n: bytes(n - 1))
+
+
+@settings(max_examples=20, deadline=None)
+@given(keys=st.lists(st.binary(min_size=32, max_size=32), min_size=1, max_size=11))
+def test_both_key_stream_paths_equal_the_definition(keys):
+    fast = enc.chunk_keystreams(keys)
+    saved = list(enc._KERNEL)
+    enc._KERNEL[:] = [None]  # force the batch-Keccak fallback
+    try:
+        slow = enc.chunk_keystreams(keys)
+    finally:
+        enc._KERNEL[:] = saved
+    assert fast.tobytes() == slow.tobytes()
+    for i, key in enumerate(keys):
+        assert fast[i, :4096].tobytes() == enc.keystream(key, 4096)
+        assert fast[i, 4096:].tobytes() == enc.keystream(key, 8, enc.SPAN_COUNTER)
+
+
+def test_accelerated_key_stream_is_used_with_the_numba_backend():
+    from chunkstore import hashing
+
+    kernel = enc._fast_segment_keys()
+    assert (kernel is not None) == (hashing.BACKEND == "numba")
