@@ -212,3 +212,14 @@ def test_mime_host_additions(tmp_path) -> None:
     assert table.type_by_extension(".THING") == "application/x-thing"
     assert table.type_by_extension(".thing") == "application/x-thing"
     assert type_by_extension(".txt") == "", "the module-level builtin table is not changed"
+
+
+def test_references_cover_every_node_and_file_but_no_zero_entry() -> None:
+    """What pinning or traversal must keep: every stored node and every file, not the "/" zero entry."""
+    nodes = ChunkNodes()
+    files = [CollectionFile(p, make_cac(p.encode())[0], "", p) for p in ("a.txt", "img/1.png", "img/2.png")]
+    root = collection_manifest(files, index_document="a.txt", save=nodes.save).store()
+    refs = list(Manifest.open(root, load=nodes.load).references())
+    assert len(refs) == len(set(refs))
+    assert set(refs) == set(nodes.nodes) | {f.reference for f in files}
+    assert bytes(32) not in refs
