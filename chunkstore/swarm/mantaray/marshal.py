@@ -151,7 +151,8 @@ def _prefix(raw: bytes, offset: int) -> bytes:
 
 
 def _bits(bitmap: bytes) -> list[int]:
-    return [i for i in range(256) if bitmap[i >> 3] >> (i & 7) & 1]
+    # Bytes of the bitmap are mostly zero: skip them whole.
+    return [i << 3 | j for i, byte in enumerate(bitmap) if byte for j in range(8) if byte >> j & 1]
 
 
 def unmarshal_node(node: Node, data: bytes, own_ref_size: int = 0) -> None:
