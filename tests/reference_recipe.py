@@ -1,4 +1,4 @@
-"""The reference node's regression recipe (shared/vectors/README.md), built from
+"""The reference node's regression recipe (tests/testdata/README.md), built from
 the primitives, shared by the primitive and sampler tests."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from chunkstore.signer import Signer
 from chunkstore.soc import SOC, make_soc
 from chunkstore.stamp import Stamp
 
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+TESTDATA = Path(__file__).resolve().parent / "testdata"
 EXPECTED_SAMPLE_ADDRESS = bytes.fromhex("b012904b0c3e6462158b4416556caa888031a79bad46d2ffa7012408c9c38aa8")
 ANCHOR1 = b"\x64"
 ANCHOR2 = b"\x1e"
@@ -34,15 +34,8 @@ class RecipeChunk:
     transformed_address: bytes
 
 
-def vector_path() -> Path:
-    for candidate in (VECTORS, Path("/work/shared/vectors"), Path(__file__).resolve().parents[1] / "shared" / "vectors"):
-        if (candidate / "inclusion-proofs.json").exists():
-            return candidate
-    raise FileNotFoundError("shared/vectors/inclusion-proofs.json not found beside the checkout")
-
-
 def load_vector() -> dict:
-    return json.loads((vector_path() / "inclusion-proofs.json").read_text())
+    return json.loads((TESTDATA / "inclusion-proofs.json").read_text())
 
 
 def recipe_chunks() -> list[RecipeChunk]:
