@@ -18,7 +18,17 @@ from chunkstore.reserve import ReserveStore, ReserveWorker
 from chunkstore.swarm.bmt import backend as hashing
 from sampler import SampleResult, reserve_sample_async
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status, routes_ui
+from . import (
+    routes_batches,
+    routes_chainstate,
+    routes_chunks,
+    routes_daemon,
+    routes_debug,
+    routes_feeds,
+    routes_rchash,
+    routes_status,
+    routes_ui,
+)
 from .config import Config
 from .metrics import Metrics
 from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
@@ -94,10 +104,12 @@ def make_app(
     app[STATE] = state
     routes_status.add_routes(app)
     routes_chunks.add_routes(app)
+    routes_feeds.add_routes(app)
     routes_batches.add_routes(app)
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
     routes_daemon.add_routes(app)
+    routes_debug.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

@@ -38,6 +38,8 @@ class AppState:
     sampler: SampleCoordinator  # one /rchash sample at a time
     reserve_worker: ReserveWorker | None  # eviction and expiry, for a writable store
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
+    # /debugstore's "Upload", "Pinning" and "Cache" sections, by whoever keeps those numbers (api.debugstore)
+    debug_providers: dict[str, Callable[[], dict[str, int]]] = field(default_factory=dict)
     version: str = "0.0.0"
     ready: bool = True
     started_at: float = field(default_factory=time.time)
