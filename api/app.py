@@ -22,6 +22,7 @@ from . import (
     routes_batches,
     routes_chainstate,
     routes_chunks,
+    routes_chunkstream,
     routes_daemon,
     routes_debug,
     routes_feeds,
@@ -103,6 +104,7 @@ def make_app(
     app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware], client_max_size=config.max_body)
     app[STATE] = state
     routes_status.add_routes(app)
+    routes_chunkstream.add_routes(app)  # before /chunks/{address}, which would take "stream" for an address
     routes_chunks.add_routes(app)
     routes_feeds.add_routes(app)
     routes_batches.add_routes(app)
@@ -115,6 +117,9 @@ def make_app(
     async def on_startup(app: web.Application) -> None:
         if worker is not None:
             worker.start()
+
+    async def on_shutdown(app: web.Application) -> None:
+        await routes_chunkstream.close_streams(state)
 
     async def on_cleanup(app: web.Application) -> None:
         coordinator = state.sampler
@@ -129,5 +134,6 @@ def make_app(
             log.info("store closed", extra={"fields": {"data_dir": str(config.data_dir)}})
 
     app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
     return app

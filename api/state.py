@@ -40,6 +40,7 @@ class AppState:
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     # /debugstore's "Upload", "Pinning" and "Cache" sections, by whoever keeps those numbers (api.debugstore)
     debug_providers: dict[str, Callable[[], dict[str, int]]] = field(default_factory=dict)
+    streams: set[web.WebSocketResponse] = field(default_factory=set)  # open /chunks/stream uploads
     version: str = "0.0.0"
     ready: bool = True
     started_at: float = field(default_factory=time.time)
