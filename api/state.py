@@ -1,5 +1,11 @@
 """What the handlers of one app share: the store, settings, metrics, the thread pool, the write queue,
-the sample coordinator, the reserve worker and the per-batch entry counts."""
+the sample coordinator, the reserve worker, the node key and its stamper, and the per-batch entry counts.
+
+``state.stamper`` (a ``chunkstore.content.NodeStamper``) is the one object that signs stamps for the
+node's batches: ``stamper.stamp(batch_id, addresses) -> [Stamp]`` (blocking: run it in the thread
+pool with ``state.run``), durable positions, ``NotNodeBatch``/``UnknownBatch``/``BucketFull`` as
+typed errors. Content uploads go through ``state.upload_session(batch_id, options)``, which every
+chunk of an upload passes (stamp, store in groups, count, observers)."""
 
 from __future__ import annotations
 
@@ -13,7 +19,10 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from chunkstore.content import NodeStamper, UploadObserver, UploadOptions, UploadSession
 from chunkstore.reserve import ReserveStore, ReserveWorker
+from chunkstore.swarm.bzz import MimeTable
+from chunkstore.swarm.signer import Signer
 
 from .batchshare import BatchEntriesCache
 from .config import Config
@@ -37,6 +46,11 @@ class AppState:
     puts: PutQueue  # group commit of uploads
     sampler: SampleCoordinator  # one /rchash sample at a time
     reserve_worker: ReserveWorker | None  # eviction and expiry, for a writable store
+    signer: Signer  # the node key: owns the node's batches
+    stamper: NodeStamper  # signs stamps for the node's batches (see the module docstring)
+    mime: MimeTable  # extension -> Content-Type for tar entries (Go's table, plus --mime-types)
+    # Observers every upload session gets (tags and pins register theirs here).
+    upload_observers: list[UploadObserver] = field(default_factory=list)
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     version: str = "0.0.0"
     ready: bool = True
@@ -66,6 +80,12 @@ class AppState:
         except TimeoutError:
             return False
         return True
+
+    def upload_session(self, batch_id: bytes, options: UploadOptions | None = None) -> UploadSession:
+        """A session for one upload stamped by ``batch_id`` (blocking: checks the batch; call it in the pool)."""
+        return UploadSession(
+            self.store, self.stamper, batch_id, options=options or UploadOptions(), observers=list(self.upload_observers)
+        )
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking store call in the thread pool, keeping the event loop free."""
