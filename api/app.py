@@ -23,6 +23,8 @@ from sampler import SampleResult, reserve_sample_async
 
 from . import (
     routes_batches,
+    routes_bytes,
+    routes_bzz,
     routes_chainstate,
     routes_chunks,
     routes_daemon,
@@ -122,6 +124,8 @@ def make_app(
     routes_daemon.add_routes(app)
     routes_node.add_routes(app)
     routes_stamps.add_routes(app)
+    routes_bytes.add_routes(app)
+    routes_bzz.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

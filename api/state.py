@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -21,7 +21,7 @@ from aiohttp import web
 
 from chunkstore.content import NodeStamper, UploadObserver, UploadOptions, UploadSession
 from chunkstore.reserve import ReserveStore, ReserveWorker
-from chunkstore.swarm.bzz import MimeTable
+from chunkstore.swarm.bzz import FeedPointer, MimeTable
 from chunkstore.swarm.signer import Signer
 
 from .batchshare import BatchEntriesCache
@@ -31,6 +31,25 @@ from .putqueue import PutQueue
 from .sampling import SampleCoordinator, SampleFn
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FeedTarget:
+    """What a feed manifest resolves to, for ``GET /bzz``: the content of the feed's latest update.
+
+    ``reference`` is the manifest (or file) to serve; ``root_chunk`` its root
+    chunk when the update carries it instead of the store (Bee's v2 updates
+    wrap the root chunk in the SOC); ``headers`` go on the answer
+    (``Swarm-Feed-Index``, ``Swarm-Feed-Resolved-Version``).
+    """
+
+    reference: bytes
+    root_chunk: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+# Looks up a feed's latest update (blocking; None: the feed has no update). Set by the feeds work (issue 13).
+FeedResolver = Callable[[FeedPointer], FeedTarget | None]
 
 API_VERSION = "8.1.0"  # the reference node's OpenAPI version whose endpoints this daemon serves
 
@@ -51,6 +70,7 @@ class AppState:
     mime: MimeTable  # extension -> Content-Type for tar entries (Go's table, plus --mime-types)
     # Observers every upload session gets (tags and pins register theirs here).
     upload_observers: list[UploadObserver] = field(default_factory=list)
+    feed_resolver: FeedResolver | None = None  # GET /bzz of a feed manifest: 501 until set
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     version: str = "0.0.0"
     ready: bool = True
