@@ -70,7 +70,10 @@ def _octal(field: bytes, what: str, offset: int) -> int:
 
 
 def _checksum_ok(block: bytes, offset: int) -> bool:
-    recorded = _octal(block[148:156], "checksum", offset)
+    try:
+        recorded = _octal(block[148:156], "checksum", offset)
+    except InvalidCollection:
+        return False
     blanked = block[:148] + b" " * 8 + block[156:]
     unsigned = sum(blanked)
     signed = sum(b - 256 if b > 127 else b for b in blanked)
