@@ -14,19 +14,26 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 
 import chunkstore
+from chunkstore.content import NodeStamper
 from chunkstore.reserve import ReserveStore, ReserveWorker
 from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.bzz import MimeTable
+from chunkstore.swarm.signer import Signer
 from sampler import SampleResult, reserve_sample_async
 
 from . import (
     routes_batches,
+    routes_bytes,
+    routes_bzz,
     routes_chainstate,
     routes_chunks,
     routes_chunkstream,
     routes_daemon,
     routes_debug,
     routes_feeds,
+    routes_node,
     routes_rchash,
+    routes_stamps,
     routes_status,
     routes_ui,
 )
@@ -60,6 +67,7 @@ def make_app(
     sample_fn: SampleFn | None = None,
     close_store: bool = False,
     ready: bool = True,
+    signer: Signer | None = None,
 ) -> web.Application:
     """Build the daemon's application over an open store.
 
@@ -81,6 +89,11 @@ def make_app(
         reserve.set_overlay(overlay)
     sample_fn = sample_fn or default_sample_fn(store, config)
     worker = None if store.readonly else ReserveWorker(reserve)
+    if signer is None:
+        signer = Signer.generate()
+    mime = MimeTable()
+    if config.mime_types is not None:
+        mime.load_mime_types(config.mime_types)
     state = AppState(
         store=store,
         config=config,
@@ -91,6 +104,9 @@ def make_app(
         puts=PutQueue(store, executor),
         sampler=SampleCoordinator(sample_fn, metrics, config.sample_wait),
         reserve_worker=worker,
+        signer=signer,
+        stamper=NodeStamper(store, signer),
+        mime=mime,
         version=chunkstore.__version__,
         ready=ready,
     )
@@ -112,6 +128,10 @@ def make_app(
     routes_chainstate.add_routes(app)
     routes_daemon.add_routes(app)
     routes_debug.add_routes(app)
+    routes_node.add_routes(app)
+    routes_stamps.add_routes(app)
+    routes_bytes.add_routes(app)
+    routes_bzz.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

@@ -31,6 +31,7 @@ from .admission import Admitted, StampLike, admit
 from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
 from .errors import PurgeInterrupted, StoreFormatError, StoreFull, StoreReadOnly, StoreWriteFailed, UnknownBatch
 from .files import MetaEnv, open_meta
+from .issuers import IssuerStore
 from .layout import DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
 from .mapsize import env_map_sizes
 from .policy import OpenPolicy, StorePolicy
@@ -126,6 +127,10 @@ class ChunkStore:
                     write_lock=self.writing,
                     purge=self._purge_batch,
                     changed=lambda: self._policy.batches_changed(),
+                    dropped=lambda txn, batch_id: self.issuers.drop(txn, batch_id),
+                )
+                self.issuers = IssuerStore(
+                    self._meta.env, self._meta.issuers, readonly=readonly, write_lock=self.writing
                 )
                 # Before recovery, so that what the policy sets up (the reserve syncs the bin
                 # counters to its overlay) holds for recovery's writes too.
