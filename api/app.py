@@ -8,6 +8,7 @@ at the root).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
@@ -38,6 +39,7 @@ from . import (
     routes_ui,
 )
 from .config import Config
+from .feedread import feed_target
 from .metrics import Metrics
 from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
 from .putqueue import PutQueue
@@ -107,6 +109,7 @@ def make_app(
         signer=signer,
         stamper=NodeStamper(store, signer),
         mime=mime,
+        feed_resolver=functools.partial(feed_target, store),
         version=chunkstore.__version__,
         ready=ready,
     )

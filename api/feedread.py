@@ -18,9 +18,21 @@ from dataclasses import dataclass
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.errors import ChunkNotFound
+from chunkstore.swarm.bzz import FeedPointer
 from chunkstore.swarm.constants import ADDRESS_SIZE
-from chunkstore.swarm.feeds import ResolvedUpdate, find_latest, parse_update, resolve_update
+from chunkstore.swarm.feeds import (
+    InvalidFeedUpdate,
+    ResolvedUpdate,
+    find_latest,
+    index_bytes,
+    parse_update,
+    resolve_update,
+)
+from chunkstore.swarm.file import Joiner
 from chunkstore.swarm.soc import SOC, parse_soc, soc_address
+
+from .errors import ApiError
+from .state import FeedTarget
 
 
 def get_or_none(store: ReserveStore, address: bytes) -> bytes | None:
@@ -64,3 +76,41 @@ def latest_update(store: ReserveStore, owner: bytes, topic: bytes, after: int = 
     soc = parse_update(found.chunk, owner, topic, found.index)
     resolved = resolve_update(soc.wrapped_data, lambda ref: holds(store, ref))
     return FeedUpdate(found.index, found.next_index, soc, resolved, found.reads)
+
+
+def open_tree(store: ReserveStore, reference: bytes, root_chunk: bytes | None = None) -> Joiner:
+    """A joiner over the store; ``root_chunk`` (``span | payload``) stands in for a root the store need not hold.
+
+    A v2 feed update or a SOC wraps the root chunk of its content, which was
+    never stored on its own.
+    """
+    root_address = bytes(reference[:ADDRESS_SIZE])
+
+    def get(address: bytes) -> bytes | None:
+        if root_chunk is not None and address == root_address:
+            return root_chunk
+        return get_or_none(store, address)
+
+    return Joiner(reference, get)
+
+
+SEQUENCE = "Sequence"
+
+
+def feed_target(store: ReserveStore, pointer: FeedPointer) -> FeedTarget | None:
+    """What ``GET /bzz`` of a feed manifest serves: the latest update's content (None: no update).
+
+    The reference node then reads that content as a manifest, so a feed
+    whose updates point at a ``/bzz`` upload serves its files. Epoch feeds
+    are refused with a 501: only sequence feeds are looked up here.
+    """
+    if pointer.feed_type != SEQUENCE:
+        raise ApiError(501, f"{pointer.feed_type.lower()} feeds are not supported by this node; only sequence feeds")
+    try:
+        update = latest_update(store, pointer.owner, pointer.topic)
+    except InvalidFeedUpdate as exc:
+        raise ApiError(404, f"feed pointing to the wrapped chunk not found: {exc}") from None
+    if update is None:
+        return None
+    headers = {"Swarm-Feed-Index": index_bytes(update.index).hex(), "Swarm-Feed-Resolved-Version": update.resolved.version}
+    return FeedTarget(update.resolved.address, update.resolved.root_chunk, headers)

@@ -14,10 +14,14 @@ from api.app import make_app
 from api.config import Config
 from api.feedread import latest_update
 from chunkstore.reserve import ReserveStore
+from chunkstore.swarm.bzz import FEED_OWNER_KEY, FEED_TOPIC_KEY, FEED_TYPE_KEY
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.feeds import legacy_payload, make_payload_update, make_update, topic_from_string
 from chunkstore.swarm.file import split_bytes
+from chunkstore.swarm.mantaray import Manifest
+from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
+from tests.api.contenthelpers import API_VECTORS, content_app, register_batch, upload_headers
 from tests.api.helpers import Uploader
 
 JSON_CT = "application/json; charset=utf-8"
@@ -256,3 +260,94 @@ async def test_get_soc_errors(env: Env) -> None:
     )
     await expect_error(await env.client.get(f"/soc/{env.owner}/{'00' * 31}"), 400, "id")
     await expect_error(await env.client.get(f"/soc/{env.owner[:-2]}/{'00' * 32}"), 400, "owner")
+
+
+# ---------------------------------------------------------------- POST /feeds, GET /bzz of a feed manifest
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]:
+    app, store = content_app(tmp_path)
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        yield client, store
+
+
+@pytest.mark.parametrize("case", API_VECTORS["feed_manifests"], ids=lambda c: c["topic"][:8])
+@pytest.mark.parametrize("level", ["", "0", "2"])
+async def test_post_feed_gives_bee_reference(node, case: dict, level: str) -> None:
+    client, store = node
+    headers = upload_headers(**({"Swarm-Redundancy-Level": level} if level else {}))
+    resp = await client.post(f"/feeds/{case['owner']}/{case['topic']}", headers=headers)
+    assert resp.status == 201, await resp.text()
+    assert (await resp.json()) == {"reference": case["reference"]}
+    # Swarm-Encrypt is not read for feed manifests, as on the reference node
+    again = await client.post(f"/feeds/{case['owner']}/{case['topic']}", headers={**headers, "Swarm-Encrypt": "true"})
+    assert (await again.json())["reference"] == case["reference"]
+    assert store.has(bytes.fromhex(case["reference"]))
+
+
+async def test_post_feed_refusals(node) -> None:
+    client, _ = node
+    owner, topic = "8d3766440f0d7b949a5e32995d09619a7f86e632", "aabbcc"
+    await expect_error(await client.post(f"/feeds/{owner}/{topic}"), 400, "swarm-postage-batch-id")
+    await expect_error(await client.post(f"/feeds/{owner}/{topic}", headers=upload_headers(os.urandom(32))), 404,
+                       "batch with id not found")
+    await expect_error(await client.post(f"/feeds/{owner[:-1]}/{topic}", headers=upload_headers()), 400, "owner")
+    await expect_error(await client.post(f"/feeds/{owner}/abc", headers=upload_headers()), 400, "topic")
+
+
+async def write_update(client: TestClient, store: ReserveStore, signer: Signer, topic: bytes, index: int,
+                       wrapped: bytes) -> None:
+    """A feed update as bee-js writes it: POST /soc stamped by the node."""
+    soc = make_update(signer, topic, index, wrapped)
+    resp = await client.post(f"/soc/{signer.address.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}",
+                             data=wrapped, headers=upload_headers())
+    assert resp.status == 201, await resp.text()
+
+
+async def test_bzz_of_a_feed_manifest_serves_the_latest_update(node) -> None:
+    client, store = node
+    signer = Signer(bytes.fromhex("55" * 32))
+    topic = topic_from_string("site")
+    manifest = (await (await client.post(f"/feeds/{signer.address.hex()}/{topic.hex()}",
+                                         headers=upload_headers())).json())["reference"]
+    await expect_error(await client.get(f"/bzz/{manifest}/"), 404, "no update found")
+    refs = []
+    for body in (b"version one", b"version two"):
+        r = await client.post("/bzz?name=page.txt", data=body, headers={**upload_headers(), "Content-Type": "text/plain"})
+        assert r.status == 201, await r.text()
+        refs.append(bytes.fromhex((await r.json())["reference"]))
+    # update 0: v1 (timestamp | reference); update 1: v2 (the manifest's root chunk itself), as swarm-cli writes it
+    _, v1 = make_cac(legacy_payload(refs[0], 1_700_000_000))
+    await write_update(client, store, signer, topic, 0, v1)
+    resp = await client.get(f"/bzz/{manifest}/")
+    assert resp.status == 200 and await resp.read() == b"version one"
+    assert resp.headers["Swarm-Feed-Index"] == "0000000000000000"
+    assert resp.headers["Swarm-Feed-Resolved-Version"] == "v1"
+    assert "Swarm-Feed-Index" in resp.headers["Access-Control-Expose-Headers"]
+    await write_update(client, store, signer, topic, 1, store.get(refs[1]))
+    resp = await client.get(f"/bzz/{manifest}/")
+    assert resp.status == 200 and await resp.read() == b"version two"
+    assert resp.headers["Swarm-Feed-Index"] == "0000000000000001"
+    assert resp.headers["Swarm-Feed-Resolved-Version"] == "v2"
+    assert resp.headers["Content-Type"] == "text/plain"
+    named = await client.get(f"/bzz/{manifest}/page.txt")
+    assert named.status == 200 and await named.read() == b"version two"
+
+
+async def test_bzz_of_an_epoch_feed_manifest_is_501(node) -> None:
+    client, store = node
+    saved: dict[bytes, bytes] = {}
+
+    def save(data: bytes) -> bytes:
+        return split_bytes(data, lambda a, d: saved.__setitem__(bytes(a), bytes(d)))
+
+    m = Manifest.new(save=save)
+    m.add("/", bytes(32), {FEED_OWNER_KEY: "ab" * 20, FEED_TOPIC_KEY: "cd" * 32, FEED_TYPE_KEY: "Epoch"})
+    reference = m.store()
+    up = Uploader()
+    store.batches.add(up.batch())
+    for address, data in saved.items():
+        store.put(data, up.stamp(address))
+    await expect_error(await client.get(f"/bzz/{reference.hex()}/"), 501, "epoch feeds are not supported")

@@ -49,7 +49,7 @@ async def env(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore, U
 
 @pytest.fixture
 def restore_levels() -> Iterator[None]:
-    saved = {name: logging.getLogger(name).level for name in ("api", "api.joined", "chunkstore")}
+    saved = {name: logging.getLogger(name).level for name in ("api", "api.routes_chunkstream", "chunkstore")}
     yield
     for name, level in saved.items():
         logging.getLogger(name).setLevel(level)
@@ -127,24 +127,24 @@ async def test_loggers_list_the_daemon_loggers(env) -> None:
     client, _, _ = env
     body = await (await client.get("/loggers")).json()
     names = {lg["subsystem"] for lg in body["loggers"]}
-    assert {"api.joined", "api.middleware"} <= names
+    assert {"api.routes_chunkstream", "api.middleware"} <= names
     for lg in body["loggers"]:
         assert set(lg) == {"logger", "verbosity", "subsystem", "id"}
         assert base64.urlsafe_b64decode(lg["id"]).decode() == lg["subsystem"]
         assert lg["logger"] == lg["subsystem"].replace(".", "/")
         assert lg["verbosity"] in {"none", "error", "warning", "info", "debug", "all"}
-    node = body["tree"]["api"]["/"]["joined"]
-    assert node["+"][0].endswith("|api.joined")
+    node = body["tree"]["api"]["/"]["routes_chunkstream"]
+    assert node["+"][0].endswith("|api.routes_chunkstream")
 
 
 async def test_loggers_filter_and_set_verbosity(env, restore_levels) -> None:
     client, _, _ = env
-    only = await (await client.get(f"/loggers/{b64('^api[.]joined$')}")).json()
-    assert [lg["subsystem"] for lg in only["loggers"]] == ["api.joined"]
-    resp = await client.put(f"/loggers/{b64('api.joined')}/debug")
+    only = await (await client.get(f"/loggers/{b64('^api[.]routes_chunkstream$')}")).json()
+    assert [lg["subsystem"] for lg in only["loggers"]] == ["api.routes_chunkstream"]
+    resp = await client.put(f"/loggers/{b64('api.routes_chunkstream')}/debug")
     assert resp.status == 200 and await resp.json() == {"code": 200, "message": "OK"}
-    assert logging.getLogger("api.joined").getEffectiveLevel() == logging.DEBUG
-    only = await (await client.get(f"/loggers/{b64('api.joined')}")).json()
+    assert logging.getLogger("api.routes_chunkstream").getEffectiveLevel() == logging.DEBUG
+    only = await (await client.get(f"/loggers/{b64('api.routes_chunkstream')}")).json()
     assert only["loggers"][0]["verbosity"] == "debug"
     # an expression sets every logger it matches
     assert (await client.put(f"/loggers/{b64('^chunkstore')}/none")).status == 200
