@@ -7,7 +7,12 @@ message, in order. Two ways to stamp:
   ``stamp (113 bytes) | span | payload`` with a pre-signed stamp (the data
   may be a CAC or a SOC, whichever the stamp fits, as ``POST /chunks``);
 - ``Swarm-Postage-Batch-Id`` on the upgrade: each message is ``span |
-  payload`` and the node stamps it (only a batch the node owns).
+  payload`` of a CAC (at most 4104 bytes) and the node stamps it, as
+  ``POST /chunks`` with that header does; the batch must be the node's
+  (checked before the upgrade: 404 for an unknown batch, 400 for another
+  owner's). Positions are handed out in message order, the chunks waiting
+  meanwhile stamped as one group (one issuer commit per group, not per
+  chunk).
 
 A tag travels in ``Swarm-Tag`` or, for browsers that cannot set headers on
 an upgrade, the ``swarm-tag`` query parameter.
@@ -22,7 +27,7 @@ order of the messages.
 
 Bad input ends the stream with a close frame, after the acknowledgements
 of the chunks before it: 1003 "invalid message" for a text message, 1009
-for a message over ``MAX_MESSAGE`` bytes (aiohttp's own), 1011 with the
+for a message over the size limit (aiohttp's own), 1011 with the
 reason for a message too short, an unknown batch ("batch not found"), a
 chunk that is not valid ("invalid chunk data"), a refused stamp ("chunk
 write error: ...") or a full bucket ("batch is overissued"). Chunks of the
@@ -36,6 +41,7 @@ closed with 1001 too.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -44,19 +50,22 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from chunkstore.reserve import OutOfRadius
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
 from chunkstore.store.store import PutResult
-from chunkstore.swarm.constants import MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
+from chunkstore.swarm.bmt import chunk_hash
+from chunkstore.swarm.constants import BATCH_ID_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, SwarmError
 
 from .errors import ApiError
 from .params import decode_hex, parse_uint
-from .routes_chunks import BATCH_HEADER, MSG_PRESIGNED, TAG_HEADER
+from .routes_chunks import BATCH_HEADER, TAG_HEADER
 from .state import AppState, state_of
+from .uploads import upload_error
 
 log = logging.getLogger(__name__)
 
 WINDOW = 64  # chunks read but not yet acknowledged
 READ_TIMEOUT = 15 * 60.0  # seconds without a message before the stream is closed (the reference's)
-MAX_MESSAGE = STAMP_SIZE + MAX_SOC_SIZE
+MAX_MESSAGE = STAMP_SIZE + MAX_SOC_SIZE  # a pre-signed stamp and the largest SOC
+MAX_NODE_STAMPED_MESSAGE = MAX_CAC_SIZE  # stamped by the node: a CAC, as the reference takes it
 MAX_REASON = 123  # bytes of a close frame's reason (RFC 6455)
 SHUTDOWN_REASON = "node shutting down"
 
@@ -150,7 +159,90 @@ def _decode(message: bytes) -> tuple[bytes, bytes] | Refusal:
     return message[STAMP_SIZE:], message[:STAMP_SIZE]
 
 
-async def _read(st: AppState, ws: web.WebSocketResponse, queue: asyncio.Queue[Pending], window: asyncio.Semaphore, acker: asyncio.Task[None]) -> None:
+def _stamp_in_order(st: AppState, batch_id: bytes, datas: list[bytes]) -> list[tuple[bytes, bytes] | SwarmError]:
+    """(address, stamp) of each CAC, stamped by the node in message order (blocking).
+
+    One call to the stamper for the group (one synced commit of positions);
+    if it refuses (a full bucket of an immutable batch keeps nothing of the
+    call), the chunks are stamped one by one so that each gets its own
+    answer and the earlier ones their positions, as sending them one at a
+    time would.
+    """
+    addresses = [chunk_hash(d) for d in datas]
+    try:
+        stamps = st.stamper.stamp(batch_id, addresses)
+        return [(a, s.to_bytes()) for a, s in zip(addresses, stamps, strict=True)]
+    except SwarmError:
+        pass
+    out: list[tuple[bytes, bytes] | SwarmError] = []
+    for address in addresses:
+        try:
+            out.append((address, st.stamper.stamp(batch_id, [address])[0].to_bytes()))
+        except SwarmError as exc:
+            out.append(exc)
+    return out
+
+
+class NodeStamping:
+    """Stamps a stream's chunks with the node's batch in message order, a group per thread-pool call.
+
+    ``submit(data)`` returns the future of the chunk's put. Chunks waiting
+    while a group is being stamped form the next group, so positions are
+    handed out in the order the messages came and the issuer commits once
+    per group, not once per chunk.
+    """
+
+    def __init__(self, st: AppState, batch_id: bytes) -> None:
+        self.st = st
+        self.batch_id = batch_id
+        self._waiting: list[tuple[bytes, asyncio.Future[PutResult]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, data: bytes) -> asyncio.Future[PutResult]:
+        fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+        self._waiting.append((data, fut))
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._drain())
+        return fut
+
+    async def _drain(self) -> None:
+        while self._waiting:
+            group, self._waiting = self._waiting, []
+            try:
+                stamped = await self.st.run(_stamp_in_order, self.st, self.batch_id, [d for d, _ in group])
+            except BaseException as exc:  # the pool is gone (shutdown): fail this group
+                stamped = [exc if isinstance(exc, SwarmError) else SwarmError(str(exc))] * len(group)
+            for (data, fut), outcome in zip(group, stamped, strict=True):
+                if isinstance(outcome, SwarmError):
+                    fut.set_exception(outcome)
+                    continue
+                # a CAC whose stamp fits its CAC reading: the write queue may group it with others
+                put = asyncio.ensure_future(self.st.puts.put(data, outcome[1]))
+                put.add_done_callback(functools.partial(_settle, fut))
+
+
+def _settle(fut: asyncio.Future[PutResult], put: asyncio.Future[PutResult]) -> None:
+    """Hand the outcome of ``put`` to ``fut`` (the future the acknowledgements wait on)."""
+    if fut.done():
+        return
+    if put.cancelled():
+        fut.cancel()
+        return
+    error = put.exception()
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(put.result())
+
+
+async def _read(
+    st: AppState,
+    ws: web.WebSocketResponse,
+    queue: asyncio.Queue[Pending],
+    window: asyncio.Semaphore,
+    acker: asyncio.Task[None],
+    stamping: NodeStamping | None,
+) -> None:
     while not acker.done():
         await window.acquire()
         if acker.done():
@@ -168,6 +260,14 @@ async def _read(st: AppState, ws: web.WebSocketResponse, queue: asyncio.Queue[Pe
             window.release()
             queue.put_nowait(Refusal(WSCloseCode.UNSUPPORTED_DATA, "invalid message"))
             return
+        if stamping is not None:
+            data = msg.data
+            if len(data) < SPAN_SIZE:
+                window.release()
+                queue.put_nowait(Refusal(WSCloseCode.INTERNAL_ERROR, "insufficient data"))
+                return
+            queue.put_nowait(stamping.submit(data))
+            continue
         decoded = _decode(msg.data)
         if isinstance(decoded, Refusal):
             window.release()
@@ -181,10 +281,15 @@ async def chunk_stream(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     _tag(request)  # validated; tags are counted by the upload paths that keep them
     batch_hex = request.headers.get(BATCH_HEADER, "")
+    batch_id = None
     if batch_hex:
-        decode_hex("header", BATCH_HEADER, batch_hex, size=32)
-        raise ApiError(400, MSG_PRESIGNED)
-    ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE, autoping=True)
+        batch_id = decode_hex("header", BATCH_HEADER, batch_hex, size=BATCH_ID_SIZE)
+        try:
+            await st.run(st.stamper.batch, batch_id)  # unknown (404) or not the node's (400): before the upgrade
+        except SwarmError as exc:
+            raise upload_error(request, exc) from None
+    limit = MAX_MESSAGE if batch_id is None else MAX_NODE_STAMPED_MESSAGE
+    ws = web.WebSocketResponse(max_msg_size=limit + 1, autoping=True)  # aiohttp refuses sizes >= its limit
     if not ws.can_prepare(request).ok:
         raise ApiError(400, "upgrade failed: a WebSocket upgrade request is required")
     await ws.prepare(request)
@@ -193,7 +298,8 @@ async def chunk_stream(request: web.Request) -> web.StreamResponse:
     window = asyncio.Semaphore(WINDOW)
     acker = asyncio.ensure_future(_acknowledge(st, ws, queue, window))
     try:
-        await _read(st, ws, queue, window, acker)
+        stamping = None if batch_id is None else NodeStamping(st, batch_id)
+        await _read(st, ws, queue, window, acker, stamping)
         queue.put_nowait(None)
         await acker
     except (ConnectionResetError, asyncio.CancelledError):

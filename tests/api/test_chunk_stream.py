@@ -17,6 +17,7 @@ from api.app import make_app
 from api.config import Config
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.cac import make_cac
+from tests.api.contenthelpers import BATCH, content_app, register_batch, upload_headers
 from tests.api.helpers import Uploader
 
 
@@ -47,8 +48,8 @@ async def acks(ws: aiohttp.ClientWebSocketResponse, n: int) -> None:
 
 async def closed_with(ws: aiohttp.ClientWebSocketResponse) -> tuple[int | None, str]:
     msg = await asyncio.wait_for(ws.receive(), 10)
-    assert msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.CLOSING), msg
-    return ws.close_code, (msg.extra or "") if msg.type == WSMsgType.CLOSE else ""
+    assert msg.type == WSMsgType.CLOSE, msg  # a close frame with a code, not a dropped connection
+    return int(msg.data), msg.extra or ""
 
 
 async def test_stream_stores_every_chunk_and_acknowledges_each(env: Env) -> None:
@@ -62,7 +63,7 @@ async def test_stream_stores_every_chunk_and_acknowledges_each(env: Env) -> None
 
 
 async def test_a_soc_with_its_stamp_is_taken_too(env: Env) -> None:
-    soc, stamp = env.up.soc(b"owned")
+    soc, stamp = env.up.soc(os.urandom(4096))  # the largest message: stamp and a full SOC
     async with env.client.ws_connect("/v1/chunks/stream") as ws:
         await ws.send_bytes(stamp + soc.data)
         await acks(ws, 1)
@@ -148,3 +149,55 @@ async def test_shutdown_closes_open_streams_with_1001(tmp_path: Path) -> None:
         assert code == 1001 and reason == "node shutting down"
     finally:
         await client.close()
+
+
+# ---------------------------------------------------------------- stamped by the node (batch id on the upgrade)
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]:
+    app, store = content_app(tmp_path)
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        yield client, store
+
+
+async def test_node_stamped_stream(node) -> None:
+    client, store = node
+    chunks = [make_cac(os.urandom(n)) for n in (0, 1, 4096, 300)]
+    async with client.ws_connect("/chunks/stream", headers=upload_headers()) as ws:
+        for _, data in chunks:
+            await ws.send_bytes(data)
+        await acks(ws, len(chunks))
+    for address, data in chunks:
+        assert store.get(address) == data
+        (stamp,) = store.stamps_of(address)
+        assert stamp.batch_id == BATCH  # the node's batch, signed by the node key (the store validated it)
+
+
+async def test_node_stamped_stream_refusals(node) -> None:
+    client, store = node
+    unknown = await client.get("/chunks/stream", headers=upload_headers(os.urandom(32)))
+    assert unknown.status == 404 and "batch with id not found" in (await unknown.json())["message"]
+    up = Uploader()
+    store.batches.add(up.batch())  # someone else's batch: the node cannot sign for it
+    foreign = await client.get("/chunks/stream", headers=upload_headers(up.batch_id))
+    assert foreign.status == 400
+    async with client.ws_connect("/chunks/stream", headers=upload_headers()) as ws:
+        await ws.send_bytes(os.urandom(4105))  # over a CAC's size
+        code, _ = await closed_with(ws)
+    assert code == 1009
+    # an immutable batch of 2 buckets with 2 positions each: the third chunk of one bucket overissues it
+    small = bytes.fromhex("cd" * 32)
+    await register_batch(client, small, depth=2, immutable=True, bucket_depth=1)
+    same_bucket: list[tuple[bytes, bytes]] = []
+    while len(same_bucket) < 3:
+        address, data = make_cac(os.urandom(20))
+        if address[0] >> 7 == 0:
+            same_bucket.append((address, data))
+    async with client.ws_connect("/chunks/stream", headers=upload_headers(small)) as ws:
+        for _, data in same_bucket:
+            await ws.send_bytes(data)
+        await acks(ws, 2)
+        code, reason = await closed_with(ws)
+    assert code == 1011 and reason == "batch is overissued"
