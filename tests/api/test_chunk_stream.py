@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from api import routes_chunkstream
 from api.app import make_app
 from api.config import Config
+from api.state import STATE
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.cac import make_cac
 from tests.api.contenthelpers import BATCH, content_app, register_batch, upload_headers
@@ -201,3 +202,34 @@ async def test_node_stamped_stream_refusals(node) -> None:
         await acks(ws, 2)
         code, reason = await closed_with(ws)
     assert code == 1011 and reason == "batch is overissued"
+
+
+async def test_window_bounds_the_chunks_in_flight(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Back-pressure: however fast the client sends, at most WINDOW chunks are read ahead of their answers."""
+    st = env.client.app[STATE]
+    real_put = st.puts.put
+    in_flight = 0
+    most = 0
+    release = asyncio.Event()
+
+    async def slow_put(data: bytes, stamp: bytes, address: bytes | None = None):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await release.wait()  # the store is "slow": nothing completes until released
+        try:
+            return await real_put(data, stamp)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(st.puts, "put", slow_put)
+    sent = [env.message() for _ in range(routes_chunkstream.WINDOW * 3)]
+    async with env.client.ws_connect("/chunks/stream") as ws:
+        for _, msg in sent:
+            await ws.send_bytes(msg)  # the client does not wait: TCP and aiohttp's buffer take what they can
+        await asyncio.sleep(0.5)
+        assert most == routes_chunkstream.WINDOW  # the reader stopped at the window
+        release.set()
+        await acks(ws, len(sent))
+    assert most == routes_chunkstream.WINDOW
+    assert all(env.store.has(a) for a, _ in sent)
