@@ -53,7 +53,7 @@ from .stamper import NodeStamper
 
 _T = TypeVar("_T")
 
-GROUP_SIZE = 256  # chunks per write: a commit per shard per group
+GROUP_SIZE = 512  # chunks per write: a commit per shard per group (2 MiB of leaves)
 TAIL = 32  # chunks always kept back: the root and up to 16 replicas come last
 IN_FLIGHT = 2  # groups handed to the writer thread and not yet durable
 
