@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -72,6 +73,16 @@ async def test_bytes_api_and_empty_vectors(ctx):
     assert await upload_bytes(ctx, sequential(api["length"]), **{"Swarm-Redundancy-Level": "0"}) == api["reference"]
     empty = next(v for v in FILE_VECTORS["other"] if v["data_hex"] == "")
     assert await upload_bytes(ctx, b"") == empty["reference"]  # default level: one chunk, no parities
+
+
+REDUNDANCY = json.loads((TESTDATA / "bee_redundancy_vectors.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", [c for c in REDUNDANCY if c["length"] in (128 * 4096 + 1, 300 * 4096 + 77)],
+                         ids=lambda c: f"{c['length']}-L{c['level']}")
+async def test_bytes_erasure_coded_references_are_bees(ctx, case):
+    headers = {} if case["level"] == 1 else {"Swarm-Redundancy-Level": str(case["level"])}
+    assert await upload_bytes(ctx, sequential(case["length"]), **headers) == case["reference"]  # no header: MEDIUM
 
 
 @pytest.mark.parametrize("level", [None, 0, 1, 2, 3, 4])
