@@ -128,11 +128,15 @@ def admit_signed(
         return out
     cac_rows = [i for i, (_, data, _) in enumerate(items) if SPAN_SIZE <= len(data) <= MAX_CAC_SIZE]
     hashes = dict(zip(cac_rows, batch_hasher([items[i][1] for i in cac_rows]), strict=True))
+    batches: dict[bytes, tuple[Batch, bytes]] = {}  # one read per batch, not per chunk
     for i, (address, data, stamp) in enumerate(items):
         if len(address) != ADDRESS_SIZE:
             raise InvalidChunk(f"address is {len(address)} bytes; must be {ADDRESS_SIZE}")
         st = to_stamp(stamp)
-        batch, record = lookup(st.batch_id)
+        found = batches.get(st.batch_id)
+        if found is None:
+            found = batches[st.batch_id] = lookup(st.batch_id)
+        batch, record = found
         if hashes.get(i) == address:
             kind = ChunkType.CAC
         else:
