@@ -30,6 +30,7 @@ then it is a 501 saying so.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from email.message import Message
 
 from aiohttp import web
 
@@ -65,8 +66,6 @@ ERROR_HEADER = "Swarm-Error-Document"
 
 def _media_type(value: str) -> tuple[str, dict[str, str]]:
     """Go's ``mime.ParseMediaType`` for what this handler needs: the lower-cased type and its parameters."""
-    from email.message import Message
-
     message = Message()
     message["Content-Type"] = value
     params = {k.lower(): str(v) for k, v in (message.get_params() or [])[1:]}

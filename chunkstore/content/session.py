@@ -22,17 +22,23 @@ commits every other chunk first, then the root group. So:
   batch slots, evicted like any other chunk.
 
 The newest ``TAIL`` chunks always wait in memory (a root is followed only by
-its replicas, at most 16), so memory is bounded by ``group_size + TAIL``
-chunks whatever the upload's size. The same chunk offered again while still
-waiting is stored once (a SOC offered again replaces the waiting data).
+its replicas, at most 16). Groups are stamped and stored by the session's
+writer thread while the caller goes on splitting (signing and LMDB commits
+release the GIL, so the two overlap on two cores); at most ``IN_FLIGHT``
+groups are handed over at a time, in order, one after the other. Memory is
+bounded by ``group_size * (1 + IN_FLIGHT) + TAIL`` chunks whatever the
+upload's size. The same chunk offered again while still waiting is stored
+once (a SOC offered again replaces the waiting data).
 
-Not thread-safe: one writer (the upload's worker thread) feeds a session.
+Not thread-safe: one thread (the upload's worker) feeds a session; the
+observers are called from the writer thread, group by group in order.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -47,8 +53,9 @@ from .stamper import NodeStamper
 
 _T = TypeVar("_T")
 
-GROUP_SIZE = 256  # chunks per put_many: a commit per shard per group
+GROUP_SIZE = 512  # chunks per write: a commit per shard per group (2 MiB of leaves)
 TAIL = 32  # chunks always kept back: the root and up to 16 replicas come last
+IN_FLIGHT = 2  # groups handed to the writer thread and not yet durable
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,8 @@ class UploadSession:
         self.reference: bytes | None = None
         self._pending: OrderedDict[bytes, bytes] = OrderedDict()
         self._closed = False
+        self._writer: ThreadPoolExecutor | None = None
+        self._in_flight: deque[Future[None]] = deque()
 
     # ------------------------------------------------------------ input
 
@@ -145,7 +154,9 @@ class UploadSession:
         for address, _ in last:
             del self._pending[address]
         self._guarded(self._flush_oldest, len(self._pending))
-        self._guarded(self._write, last)
+        self._guarded(self._drain, None)
+        self._guarded(self._write, last)  # only now, with every other chunk durable
+        self._stop_writer()
         self._closed = True
         self.reference = bytes(reference)
         for observer in self.observers:
@@ -158,6 +169,14 @@ class UploadSession:
             return
         self._closed = True
         self._pending.clear()
+        for fut in self._in_flight:  # let what was handed over finish (or fail) before reporting
+            fut.cancel()
+            try:
+                fut.result()
+            except BaseException:  # noqa: S110 - the upload failed already; the first error is the one raised
+                pass
+        self._in_flight.clear()
+        self._stop_writer()
         for observer in self.observers:
             observer.aborted(self, error)
 
@@ -174,8 +193,25 @@ class UploadSession:
         while count > 0 and self._pending:
             n = min(count, self.group_size, len(self._pending))
             group = [self._pending.popitem(last=False) for _ in range(n)]
-            self._write(group)
+            self._submit(group)
             count -= n
+
+    def _submit(self, group: list[tuple[bytes, bytes]]) -> None:
+        """Hand a group to the writer thread, first waiting for the oldest if ``IN_FLIGHT`` are pending."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="upload-writer")
+        while len(self._in_flight) >= IN_FLIGHT:
+            self._in_flight.popleft().result()  # a failed write surfaces here, in order
+        self._in_flight.append(self._writer.submit(self._write, group))
+
+    def _drain(self, _: None) -> None:
+        while self._in_flight:
+            self._in_flight.popleft().result()
+
+    def _stop_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
 
     def _write(self, group: Iterable[tuple[bytes, bytes]]) -> None:
         items = list(group)
@@ -183,7 +219,7 @@ class UploadSession:
             return
         addresses = [a for a, _ in items]
         stamps = self.stamper.stamp(self.batch_id, addresses)
-        results = self.store.put_many([(d, s) for (_, d), s in zip(items, stamps, strict=True)])
+        results = self.store.put_signed([(a, d, s) for (a, d), s in zip(items, stamps, strict=True)])
         self.counts.put += len(results)
         self.counts.stored += sum(1 for r in results if r.stored)
         self.counts.groups += 1

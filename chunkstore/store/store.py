@@ -27,7 +27,7 @@ from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.stamp import Stamp
 
-from .admission import Admitted, StampLike, admit
+from .admission import Admitted, StampLike, admit, admit_signed
 from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
 from .errors import PurgeInterrupted, StoreFormatError, StoreFull, StoreReadOnly, StoreWriteFailed, UnknownBatch
 from .files import MetaEnv, open_meta
@@ -311,6 +311,17 @@ class ChunkStore:
                 exc.add_note(f"put_many item {i}")
                 raise
         return self._store(admitted)
+
+    def put_signed(self, items: Iterable[tuple[bytes, bytes, Stamp]]) -> list[PutResult]:
+        """``put_many`` of ``(address, data, stamp)`` whose stamps the caller signed with the batch owner's key.
+
+        For the node stamping its own batches: addresses, batches and slots are
+        checked as ``put_many`` checks them, the signatures only by a spot
+        check (``admission.admit_signed``). All or nothing on errors, durable
+        when it returns, one commit per shard touched.
+        """
+        self.check_writable()
+        return self._store(admit_signed(list(items), self._lookup))
 
     def delete(self, address: bytes) -> bool:
         """Remove a chunk with all its stamps (freeing their slots); False if it was absent."""

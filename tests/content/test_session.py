@@ -10,7 +10,6 @@ import pytest
 from chunkstore.content import SessionClosed, UploadSession, open_file, write_file
 from chunkstore.content.session import TAIL, root_group
 from chunkstore.store.errors import ChunkNotFound, StoreFull
-from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.errors import BucketFull
 from chunkstore.swarm.file import ChunkMissing, split_bytes
 from chunkstore.swarm.redundancy.level import Level
@@ -65,21 +64,21 @@ def test_a_failed_upload_leaves_no_reachable_reference(tmp_path, monkeypatch):
     held = root_group(reference)
     dry = open_node(tmp_path / "dry")
     others: list[bool] = []  # per write: does it hold a chunk outside the root group?
-    real_dry = dry.store.put_many
+    real_dry = dry.store.put_signed
 
     def record(items):
         results = real_dry(items)
         others.append(any(r.address not in held for r in results))
         return results
 
-    monkeypatch.setattr(dry.store, "put_many", record)
+    monkeypatch.setattr(dry.store, "put_signed", record)
     session = dry.session(group_size=32)
     session.finish(write_file(io.BytesIO(data), session, level=1))
     dry.store.close()
     last_other = max(i for i, o in enumerate(others) if o)
 
     node = open_node(tmp_path / "s")
-    real = node.store.put_many
+    real = node.store.put_signed
     seen = []
 
     def failing(items):
@@ -87,12 +86,12 @@ def test_a_failed_upload_leaves_no_reachable_reference(tmp_path, monkeypatch):
         # (a disk filling up part-way through the shards): whatever else it held is stored.
         seen.append(len(items))
         if len(seen) - 1 == last_other:
-            skip = next(i for i, (d, _) in enumerate(items) if len(d) <= 4104 and chunk_hash(d) not in held)
+            skip = next(i for i, (a, _, _) in enumerate(items) if a not in held)
             real(items[:skip] + items[skip + 1 :])
             raise StoreFull("disk_full", "no space left (injected)")
         return real(items)
 
-    monkeypatch.setattr(node.store, "put_many", failing)
+    monkeypatch.setattr(node.store, "put_signed", failing)
     rec = Recorder()
     session = node.session(group_size=32, observers=[rec])
     try:
