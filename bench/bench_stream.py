@@ -36,7 +36,8 @@ def messages(n: int) -> list[tuple[bytes, bytes]]:
     """(stamp, chunk data) of n stamped full chunks (benchlib's cached batch)."""
     out = []
     for i, (address, stamp) in enumerate(chunks(n)):
-        _, data = make_cac(payload(i))
+        made, data = make_cac(payload(i))
+        assert made == address, "benchlib's cached chunks changed"
         out.append((stamp, data))
     return out
 
