@@ -56,11 +56,24 @@ function plain(value) {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v !== 'function').map(([k, v]) => [k, plain(v)]))
 }
 
+// Binary requests (feeds, chunks) keep the error body as bytes: read it as the JSON it is.
+function decodeBody(body) {
+  if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
+    const raw = Buffer.from(body instanceof ArrayBuffer ? new Uint8Array(body) : body).toString('utf8')
+    try {
+      return JSON.parse(raw)
+    } catch {
+      return raw
+    }
+  }
+  return body
+}
+
 function describeError(e) {
   const out = { name: e?.name, message: String(e?.message ?? e) }
   if (e instanceof BeeResponseError || e?.status !== undefined) {
     out.status = e.status
-    out.responseBody = e.responseBody
+    out.responseBody = decodeBody(e.responseBody)
     out.url = e.url
     out.method = e.method
   }
