@@ -53,6 +53,21 @@ def daemon(tmp_path: Path):
         d.stop()
 
 
+def transcript(result: dict[str, Any], code: int) -> str:
+    """Each bee-js call the driver made, in order: what it returned, or the error it threw."""
+    out = [f"$ node tests/js/drive_node.mjs  (bee-js {result.get('client', {}).get('version')})"]
+    for c in result.get("calls", []):
+        if c["ok"]:
+            out.append(f"{c['call']}\n    -> {c['returned']}")
+        else:
+            e = c["error"]
+            body = json.dumps(e.get("responseBody")) if "responseBody" in e else e.get("message")
+            label = "expected error" if c.get("expected") else "ERROR"
+            out.append(f"{c['call']}\n    -> {label} {e.get('status', '')}: {body}")
+    out.append(f"[driver exit {code}]")
+    return "\n".join(out)
+
+
 def run_driver(d: Daemon, key: bytes, folder: Path) -> dict[str, Any]:
     assert NODE is not None
     cmd = [NODE, str(DRIVER), "--url", d.url, "--key", key.hex(), "--dir", str(folder)]
@@ -60,6 +75,7 @@ def run_driver(d: Daemon, key: bytes, folder: Path) -> dict[str, Any]:
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"driver printed no JSON (exit {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
     result = json.loads(lines[-1])
+    print("\n" + transcript(result, proc.returncode))  # pytest -s shows it
     assert proc.returncode == 0 and result.get("ok"), (
         f"bee-js failed at step {result.get('step')!r}: {json.dumps(result.get('error'), indent=1)}\n"
         f"{result.get('stack', '')}\nstderr: {proc.stderr[-2000:]}\ndaemon log tail: {d.raw[-15:]}"
