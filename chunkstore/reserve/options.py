@@ -13,6 +13,7 @@ DEFAULT_WAKEUP = 1800.0  # seconds between radius checks (the reference's reserv
 # Pause of the eviction after a transaction when puts came in meanwhile: a waiting put gets the writer
 # lock and the interpreter lock (a busy Python thread holds the latter up to 5 ms) before the next step.
 DEFAULT_EVICT_YIELD = 0.002
+DEFAULT_CACHE_CAPACITY = 1_000_000  # chunks (the reference's --cache-capacity default)
 REASONS = ("capacity", "expiry", "radius")  # why entries were evicted
 
 
@@ -25,6 +26,7 @@ class ReserveOptions:
     evict_step: int = DEFAULT_EVICT_STEP
     wakeup: float = DEFAULT_WAKEUP
     evict_yield: float = DEFAULT_EVICT_YIELD
+    cache_capacity: int = DEFAULT_CACHE_CAPACITY  # chunks the cache of uploads outside the radius holds
 
     def validate(self) -> None:
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1:
@@ -37,6 +39,8 @@ class ReserveOptions:
             raise InvalidReserveOption("min_evict_count and evict_step must be at least 1")
         if not self.wakeup > 0:
             raise InvalidReserveOption(f"wakeup must be positive, got {self.wakeup!r}")
+        if isinstance(self.cache_capacity, bool) or not isinstance(self.cache_capacity, int) or self.cache_capacity < 0:
+            raise InvalidReserveOption(f"cache capacity must be a non-negative integer, got {self.cache_capacity!r}")
         if not self.evict_yield >= 0:
             raise InvalidReserveOption(f"evict_yield must be >= 0, got {self.evict_yield!r}")
 

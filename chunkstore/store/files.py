@@ -13,11 +13,14 @@ from collections.abc import Callable
 
 import lmdb
 
-from .envs import acquire_env, release_env
+from .envs import Database, acquire_env, release_env
 from .errors import StoreFormatError
 from .layout import (
     DB_BATCHES,
     DB_INFO,
+    DB_PINNING,
+    DB_PINS,
+    DB_TAGS,
     FORMAT_VERSION,
     INFO_BYTES,
     INFO_FORMAT,
@@ -29,21 +32,29 @@ from .layout import (
     META_DBS,
     META_DIR,
     SHARD_DBS,
+    V1_META_DBS,
     read_u32,
     shard_path,
     u32,
     u64,
 )
 from .shard import check_info
+from .upgrade import open_databases
 
 
 class MetaEnv:
-    """The meta environment: store-wide info and the batch records."""
+    """The meta environment: store-wide info, the batch records, pins and tags."""
 
-    def __init__(self, env: lmdb.Environment, shard_count: int) -> None:
+    def __init__(self, env: lmdb.Environment, shard_count: int, *, readonly: bool, where: str) -> None:
         self.env = env
+        added = [name for name in META_DBS if name not in V1_META_DBS]
+        dbs = open_databases(env, META_DBS, added, readonly=readonly, where=where)
         self.info = env.open_db(DB_INFO, create=False)
         self.batches = env.open_db(DB_BATCHES, create=False)
+        # None only in a version-1 store opened read-only: then they are empty (upgrade.py).
+        self.pins: Database | None = dbs[DB_PINS]
+        self.pinning: Database | None = dbs[DB_PINNING]
+        self.tags: Database | None = dbs[DB_TAGS]
         self.shard_count = shard_count
 
     def close(self) -> None:
@@ -82,7 +93,7 @@ def open_meta(
             with env.begin() as txn:
                 unfinished = txn.stat()["entries"] == 0
             if not (unfinished and not readonly):
-                return _check_meta(env, meta_path, root, shards)
+                return _check_meta(env, meta_path, root, shards, readonly)
         except BaseException:
             release_env(env)
             raise
@@ -91,7 +102,7 @@ def open_meta(
     return _create(root, meta_path, count, map_size, shard_map_size(count))
 
 
-def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None) -> MetaEnv:
+def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None, readonly: bool) -> MetaEnv:
     try:
         db = env.open_db(DB_INFO, create=False)
     except lmdb.NotFoundError:
@@ -100,7 +111,7 @@ def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | 
     count = read_u32(info[INFO_SHARDS])
     if shards is not None and shards != count:
         raise StoreFormatError(f"{root}: store has {count} shards; opened asking for {shards}")
-    return MetaEnv(env, count)
+    return MetaEnv(env, count, readonly=readonly, where=meta_path)
 
 
 def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: int) -> MetaEnv:
@@ -126,7 +137,7 @@ def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: in
             txn.put(INFO_SHARDS, u32(count), db=info)
             txn.put(INFO_FORMAT, u32(FORMAT_VERSION), db=info)
             txn.put(INFO_MAGIC, MAGIC, db=info)
-        return MetaEnv(env, count)
+        return MetaEnv(env, count, readonly=False, where=meta_path)
     except BaseException:
         release_env(env)
         raise
