@@ -18,6 +18,7 @@ from .errors import StoreFormatError
 from .layout import (
     DB_BATCHES,
     DB_INFO,
+    DB_ISSUERS,
     DB_PINNING,
     DB_PINS,
     DB_TAGS,
@@ -43,7 +44,7 @@ from .upgrade import open_databases
 
 
 class MetaEnv:
-    """The meta environment: store-wide info, the batch records, pins and tags."""
+    """The meta environment: store-wide info, the batch records, the node's stamp issuers, pins and tags."""
 
     def __init__(self, env: lmdb.Environment, shard_count: int, *, readonly: bool, where: str) -> None:
         self.env = env
@@ -52,6 +53,7 @@ class MetaEnv:
         self.info = env.open_db(DB_INFO, create=False)
         self.batches = env.open_db(DB_BATCHES, create=False)
         # None only in a version-1 store opened read-only: then they are empty (upgrade.py).
+        self.issuers: Database | None = dbs[DB_ISSUERS]
         self.pins: Database | None = dbs[DB_PINS]
         self.pinning: Database | None = dbs[DB_PINNING]
         self.tags: Database | None = dbs[DB_TAGS]
@@ -93,7 +95,7 @@ def open_meta(
             with env.begin() as txn:
                 unfinished = txn.stat()["entries"] == 0
             if not (unfinished and not readonly):
-                return _check_meta(env, meta_path, root, shards, readonly)
+                return _check_meta(env, meta_path, root, shards, readonly=readonly)
         except BaseException:
             release_env(env)
             raise
@@ -102,7 +104,7 @@ def open_meta(
     return _create(root, meta_path, count, map_size, shard_map_size(count))
 
 
-def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None, readonly: bool) -> MetaEnv:
+def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None, *, readonly: bool) -> MetaEnv:
     try:
         db = env.open_db(DB_INFO, create=False)
     except lmdb.NotFoundError:

@@ -47,6 +47,9 @@ DB_TAILS = b"tails"
 DB_STAMPS = b"stamps"
 DB_SLOTS = b"slots"
 DB_PENDING = b"pending"
+# The node's stamp issuers (issuers.py): added while the format was still version 1, as an optional
+# database (a store without it gets it at its first writable open, a read-only open sees no issuers).
+DB_ISSUERS = b"issuers"
 # Version 2: what keeps a chunk besides its stamps. A chunk is stored while it has a stamp entry, a pin
 # or a cache entry (writes.py, ``drop_if_orphan``).
 DB_PINREFS = b"pinrefs"  # shard: address | pin id -> "" (the pin collections holding a chunk)
@@ -57,9 +60,9 @@ DB_PINS = b"pins"  # meta: root reference (32 or 64) -> pin id | chunks (u64 BE)
 DB_PINNING = b"pinning"  # meta: pin id -> state (1) | started (u64 BE ns) | reference (0, 32 or 64): collections in flux
 DB_TAGS = b"tags"  # meta: tag uid (u64 BE) -> counters and address (tags.py)
 V1_SHARD_DBS = (DB_INFO, DB_CHUNKS, DB_TAILS, DB_STAMPS, DB_SLOTS, DB_PENDING)
-V1_META_DBS = (DB_INFO, DB_BATCHES)
+V1_META_DBS = (DB_INFO, DB_BATCHES)  # what every version-1 store has (issuers may be missing)
 SHARD_DBS = (*V1_SHARD_DBS, DB_PINREFS, DB_PINSETS, DB_CACHE, DB_LRU)
-META_DBS = (*V1_META_DBS, DB_PINS, DB_PINNING, DB_TAGS)
+META_DBS = (*V1_META_DBS, DB_ISSUERS, DB_PINS, DB_PINNING, DB_TAGS)
 
 # Keys of the ``info`` databases.
 INFO_MAGIC = b"magic"

@@ -31,8 +31,8 @@ def stored_version(env: lmdb.Environment, info: Database) -> int | None:
 def open_databases(
     env: lmdb.Environment, names: Sequence[bytes], added: Sequence[bytes], *, readonly: bool, where: str
 ) -> dict[bytes, Database | None]:
-    """Every database of ``names``; those of ``added`` (new in version 2) may be absent from a version-1
-    environment: created when writable, else None.
+    """Every database of ``names``; those of ``added`` (new since version 1's first release) may be
+    absent: created when writable, else None.
 
     Call after the info database passed the format check. A writable open of
     an older format upgrades it here (see the module docstring).
@@ -51,7 +51,7 @@ def open_databases(
         except lmdb.NotFoundError:
             missing.append(name)
             dbs[name] = None
-    if any(name not in added for name in missing) or (missing and version == FORMAT_VERSION):
+    if any(name not in added for name in missing):
         raise StoreFormatError(f"{where}: lacks its databases {sorted(n.decode() for n in missing)}")
     if readonly:
         return dbs
