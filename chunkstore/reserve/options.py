@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chunkstore.swarm.constants import MAX_CAPACITY_DOUBLING, MAX_PO, RESERVE_CAPACITY, RESERVE_MIN_EVICT_COUNT
+from chunkstore.swarm.constants import (
+    CACHE_CAPACITY,
+    MAX_CAPACITY_DOUBLING,
+    MAX_PO,
+    RESERVE_CAPACITY,
+    RESERVE_MIN_EVICT_COUNT,
+)
 
 from .errors import InvalidReserveOption
 
@@ -13,7 +19,6 @@ DEFAULT_WAKEUP = 1800.0  # seconds between radius checks (the reference's reserv
 # Pause of the eviction after a transaction when puts came in meanwhile: a waiting put gets the writer
 # lock and the interpreter lock (a busy Python thread holds the latter up to 5 ms) before the next step.
 DEFAULT_EVICT_YIELD = 0.002
-DEFAULT_CACHE_CAPACITY = 1_000_000  # chunks (the reference's --cache-capacity default)
 REASONS = ("capacity", "expiry", "radius")  # why entries were evicted
 
 
@@ -26,7 +31,7 @@ class ReserveOptions:
     evict_step: int = DEFAULT_EVICT_STEP
     wakeup: float = DEFAULT_WAKEUP
     evict_yield: float = DEFAULT_EVICT_YIELD
-    cache_capacity: int = DEFAULT_CACHE_CAPACITY  # chunks the cache of uploads outside the radius holds
+    cache_capacity: int = CACHE_CAPACITY  # chunks the cache of uploads outside the radius holds
 
     def validate(self) -> None:
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1:

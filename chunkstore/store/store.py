@@ -354,7 +354,7 @@ class ChunkStore:
                 raise
         return self._store(admitted, holds)
 
-    def put_signed(self, items: Iterable[tuple[bytes, bytes, Stamp]]) -> list[PutResult]:
+    def put_signed(self, items: Iterable[tuple[bytes, bytes, Stamp]], *, holds: Holds | None = None) -> list[PutResult]:
         """``put_many`` of ``(address, data, stamp)`` whose stamps the caller signed with the batch owner's key.
 
         For the node stamping its own batches: addresses, batches and slots are
@@ -363,7 +363,7 @@ class ChunkStore:
         when it returns, one commit per shard touched.
         """
         self.check_writable()
-        return self._store(admit_signed(list(items), self._lookup))
+        return self._store(admit_signed(list(items), self._lookup), holds)
 
     def delete(self, address: bytes) -> bool:
         """Remove a chunk with all its stamps (freeing their slots) and its cache entry; False if it was
