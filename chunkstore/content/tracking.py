@@ -26,8 +26,9 @@ reports each chunk; with no peer to push to, its pusher stores the chunk in
 the node's own reserve and reports it stored, which counts ``stored`` and
 ``synced`` and leaves ``sent`` at 0. This node has no pusher: a chunk is
 final once its group is durable here, so per group ``split`` counts every
-chunk, ``seen`` those already stored (a no-op put), ``stored`` and
-``synced`` the new ones, and ``sent`` stays 0. ``seen + synced == split``
+chunk, ``seen`` those already stored here (under any stamp: the node's own
+stamper re-stamps a chunk its batch holds), ``stored`` and ``synced`` the new
+ones, and ``sent`` stays 0. ``seen + synced == split``
 once the upload is done, which is what ``swarm-cli upload --sync`` waits for.
 """
 
@@ -59,7 +60,7 @@ class UploadTracker:
     def stored(self, session: object, addresses: Sequence[bytes], results: Sequence[PutResult]) -> None:
         if not self.tag or not results:
             return
-        new = sum(1 for r in results if r.stored)
+        new = sum(1 for r in results if r.fresh)
         self.store.tags.count(self.tag, Counts(split=len(results), seen=len(results) - new, stored=new, synced=new))
 
     def finished(self, session: object, reference: bytes | None) -> None:

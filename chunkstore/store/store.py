@@ -72,6 +72,7 @@ class PutResult:
     chunk_type: ChunkType
     stored: bool  # False: the chunk (and, in the reserve, its stamp) were already there (a no-op)
     kept: str = KEPT_RESERVE
+    fresh: bool = True  # the chunk's data was new (False: it was stored already, if under another stamp)
 
 
 @dataclass(frozen=True)
@@ -405,13 +406,13 @@ class ChunkStore:
                                 if holds.pin is None and not holds.cache:
                                     raise
                                 kept = KEPT_PIN if holds.pin is not None else KEPT_CACHE
-                        stored = session.apply(
+                        stored, fresh = session.put_item(
                             item,
                             reserve=kept == KEPT_RESERVE,
                             pin=holds.pin,
                             cache=self.cache.clock() if kept == KEPT_CACHE else None,
                         )
-                        results.append(PutResult(item.address, item.chunk_type, stored, kept))
+                        results.append(PutResult(item.address, item.chunk_type, stored, kept, fresh))
                     except Exception as exc:
                         if len(admitted) > 1:
                             exc.add_note(f"put_many item {i}")

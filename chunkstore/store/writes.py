@@ -213,26 +213,33 @@ class WriteSession:
                 out.append((read_u64(raw[ADDRESS_SIZE:]), s, bytes(raw[:ADDRESS_SIZE])))
         return out
 
-    def apply(self, item: Admitted, *, reserve: bool = True, pin: bytes | None = None, cache: int | None = None) -> bool:
-        """Store one admitted chunk; False when nothing of its data or stamp was new (an exact repeat).
+    def apply(self, item: Admitted) -> bool:
+        """Store one admitted chunk under its stamp; False for an exact repeat."""
+        return self.put_item(item)[0]
+
+    def put_item(
+        self, item: Admitted, *, reserve: bool = True, pin: bytes | None = None, cache: int | None = None
+    ) -> tuple[bool, bool]:
+        """Store one admitted chunk; returns ``(stored, fresh)``: whether anything of its data or stamp
+        was new (False: an exact repeat), and whether its data was (False: the chunk was here already).
 
         ``reserve``: under its stamp, by the slot rule (else the data alone, which a pin or the cache
         must then keep); ``pin``: also into that pin collection; ``cache``: also into the cache, with
         that access time.
         """
+        assert reserve or pin is not None or cache is not None, "a chunk without stamp, pin or cache is an orphan"
         home = shard_of(item.address, len(self.shards))
         if reserve:
-            stored = self._apply_stamp(item)
+            stored, fresh = self._apply_stamp(item)
         else:
-            stored = self._put_data(home, item)
+            stored = fresh = self._put_data(home, item)
         if pin is not None:
             self.pin_chunk(home, pin, item.address)
         if cache is not None:
             self.cache_put(home, item.address, cache)
-        assert reserve or pin is not None or cache is not None, "a chunk without stamp, pin or cache is an orphan"
-        return stored
+        return stored, fresh
 
-    def _apply_stamp(self, item: Admitted) -> bool:
+    def _apply_stamp(self, item: Admitted) -> tuple[bool, bool]:
         st = item.stamp
         key = st.batch_id + st.index
         ts = st.timestamp_ns
@@ -251,7 +258,7 @@ class WriteSession:
                         st.batch_id, bucket, position, top_addr, top_ts, ts,
                         why="new SOC data under a stamp that is not newer (a SOC update needs a newer stamp)",
                     )
-                return False
+                return False, False
             for _, s, addr in holders:
                 if s == home:
                     self.drop_entry(s, addr, key)
@@ -259,7 +266,7 @@ class WriteSession:
                 else:
                     self.contested.setdefault(key, set()).add(home)
         txn = self.write(home)
-        self._put_data(home, item)
+        fresh = self._put_data(home, item)
         self.put_entry(home, stamp_key(item.address, st.batch_id, st.index),
                        stamp_value(item.chunk_type, st.timestamp, st.signature))
         txn.put(key, slot_value(item.address, st.timestamp), db=self.shards[home].slots)
@@ -267,7 +274,7 @@ class WriteSession:
             txn.put(key, b"", db=self.shards[home].pending)
         for addr in evicted:
             self.drop_if_orphan(home, addr)
-        return True
+        return True, fresh
 
     def resolve(self, key: bytes) -> None:
         """Leave a slot to its newest holder, evicting the others."""
