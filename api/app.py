@@ -98,6 +98,9 @@ def make_app(
     """
     metrics = Metrics(config.sampling_window)
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
+    # Uploads hold a thread for as long as their body arrives: a pool of their own, so that they
+    # never starve the short store calls every other request makes.
+    upload_executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="upload")
     reserve = store.reserve
     if overlay is None:
         overlay = reserve.overlay
@@ -116,6 +119,7 @@ def make_app(
         overlay=overlay,
         metrics=metrics,
         executor=executor,
+        upload_executor=upload_executor,
         sample_fn=sample_fn,
         puts=PutQueue(store, executor),
         sampler=SampleCoordinator(sample_fn, metrics, config.sample_wait),
@@ -162,6 +166,7 @@ def make_app(
         await coordinator.close()
         if worker is not None:  # its current step finishes; what is left resumes at the next start
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+        await asyncio.get_running_loop().run_in_executor(None, upload_executor.shutdown, True)
         await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
         if close_store:
             store.close()

@@ -172,7 +172,7 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--max-body", _positive_int, "largest request body accepted, bytes"),
     ("--sample-wait", _non_negative_float, "seconds a different /rchash request waits for a running sample before 503"),
     ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample"),
-    ("--threads", _positive_int, "threads for blocking store calls"),
+    ("--threads", _positive_int, "threads for blocking store calls, and as many again for uploads in progress"),
     ("--shards", _positive_int, "store shards for a new store (default: the store's own)"),
     ("--shutdown-timeout", _non_negative_float, "seconds to drain in-flight requests on SIGTERM/SIGINT"),
     ("--log-format", str, "json (JSON lines) or kv (key=value)"),

@@ -60,7 +60,8 @@ class AppState:
     config: Config
     overlay: bytes
     metrics: Metrics
-    executor: ThreadPoolExecutor
+    executor: ThreadPoolExecutor  # short blocking store calls (state.run)
+    upload_executor: ThreadPoolExecutor  # one thread per running upload (api.uploads)
     sample_fn: SampleFn
     puts: PutQueue  # group commit of uploads
     sampler: SampleCoordinator  # one /rchash sample at a time

@@ -167,7 +167,7 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
         return reference
 
     try:
-        return await st.run(job)
+        return await asyncio.get_running_loop().run_in_executor(st.upload_executor, job)
     except SwarmError as exc:
         raise upload_error(request, exc) from None
     except TimeoutError:

@@ -473,3 +473,52 @@ async def test_chunks_with_the_node_batch_are_stamped_by_the_node(ctx):
     assert r.status == 201 and (await r.json())["reference"] == address.hex()
     stamps = ctx.store.stamps_of(address)
     assert [s.batch_id for s in stamps] == [BATCH]
+
+
+async def test_soc_with_the_node_batch_and_with_someone_elses(ctx):
+    from chunkstore.swarm.cac import make_cac
+    from chunkstore.swarm.signer import Signer
+    from chunkstore.swarm.soc import make_soc
+
+    owner = Signer(os.urandom(32))
+    _, wrapped = make_cac(b"feed-like payload")
+    soc = make_soc(owner, os.urandom(32), wrapped)
+    url = f"/soc/{owner.address.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}"
+    r = await ctx.client.post(url, data=wrapped, headers=upload_headers())
+    assert r.status == 201 and (await r.json())["reference"] == soc.address.hex()
+    assert [s.batch_id for s in ctx.store.stamps_of(soc.address)] == [BATCH]
+    other = os.urandom(32)
+    r = await ctx.client.post("/batches", json={"batchID": other.hex(), "owner": "11" * 20, "depth": 20,
+                                                "bucketDepth": 16, "immutable": False, "value": "1000", "start": 0})
+    assert r.status == 201
+    r = await ctx.client.post(url, data=wrapped, headers=upload_headers(other))
+    await expect_error(r, 400, "pre-signed stamps are required")
+
+
+async def test_bzz_unknown_and_malformed_references(ctx):
+    await expect_error(await ctx.client.get(f"/bzz/{'ab' * 32}/index.html"), 404)
+    await expect_error(await ctx.client.get(f"/bzz/{'ab' * 20}/index.html"), 400, "want 32 or 64 bytes")
+    await expect_error(await ctx.client.get(f"/bzz/{'ab' * 20}", allow_redirects=False), 400)
+
+
+async def test_slow_uploads_do_not_starve_other_requests(tmp_path):
+    import asyncio
+
+    app, _ = content_app(tmp_path, threads=2)
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        release = asyncio.Event()
+
+        async def slow_body():
+            yield b"first bytes"
+            await release.wait()
+            yield b" and the rest"
+
+        uploads = [asyncio.ensure_future(client.post("/bytes", data=slow_body(), headers=upload_headers()))
+                   for _ in range(4)]  # twice as many as store threads, every one holding a thread
+        await asyncio.sleep(0.5)
+        r = await asyncio.wait_for(client.get(f"/chunks/{'ab' * 32}"), 5)
+        assert r.status == 404  # a store read still gets a thread
+        release.set()
+        for done in await asyncio.gather(*uploads):
+            assert done.status == 201
