@@ -292,7 +292,7 @@ async def test_cache_capacity_drops_the_least_recently_used_and_spares_pins(tmp_
         store.reserve.set_radius(8)
         payloads = _outside_radius_data(8, 7)
         refs = []
-        for i, payload in enumerate(payloads[:4]):
+        for payload in payloads[:4]:
             _, ref = await upload(ctx, payload, **{"Swarm-Redundancy-Level": "0"})
             refs.append(ref)
         assert (await client.get(f"/bytes/{refs[0]}")).status == 200  # the oldest, read: now the newest
