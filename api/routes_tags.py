@@ -11,8 +11,10 @@ the counters move on a node with no peers: ``chunkstore.content.tracking``.
 Answers: ``POST`` 201 with the tag; ``GET /tags?offset=&limit=`` (limit 100
 by default) ``{"tags": [...]}`` in uid order; ``GET`` a tag, 404 "tag not
 present" for an unknown uid; ``PATCH`` (body ``{"address": hex}``, the
-reference's field; bee-js 12 sends ``{"reference": hex}``, also taken) sets the
-address, 200 ``{"code":200,"message":"ok"}``; ``DELETE`` 204. A uid that is not
+reference's field; bee-js 12's ``{"reference": ...}`` is taken too) sets the
+address, 200 ``{"code":200,"message":"ok"}`` (bee-js 12 sends its reference
+object serialised as ``{"bytes": {"0": .., ...}, "length": 32}``, which is
+read too); ``DELETE`` 204. A uid that is not
 a positive decimal integer is a 400; a body that is not that JSON a 400 (the
 reference answers 500).
 """
@@ -108,6 +110,20 @@ async def delete_tag(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+def _bee_js_reference(value: Any) -> Any:
+    """bee-js 12's ``updateTag`` field: a hex string, or its ``Reference`` object as JSON.stringify
+    renders it, ``{"bytes": {"0": b0, "1": b1, ...}, "length": n}`` (returned as hex; anything else as is)."""
+    if not isinstance(value, dict) or not isinstance(value.get("bytes"), dict):
+        return value
+    table, length = value["bytes"], value.get("length")
+    if not isinstance(length, int) or length not in (32, 64) or len(table) != length:
+        raise ApiError(400, "error unmarshaling metadata: reference is not 32 or 64 bytes")
+    try:
+        return bytes(table[str(i)] for i in range(length)).hex()
+    except (KeyError, TypeError, ValueError):
+        raise ApiError(400, "error unmarshaling metadata: reference bytes are malformed") from None
+
+
 def _patch_address(body: bytes) -> bytes | None:
     if not body.strip():
         return None
@@ -117,7 +133,9 @@ def _patch_address(body: bytes) -> bytes | None:
         raise ApiError(400, f"error unmarshaling metadata: {exc}") from None
     if not isinstance(doc, dict):
         raise ApiError(400, "error unmarshaling metadata: want a JSON object {\"address\": hex}")
-    value = doc.get("address", doc.get("reference"))
+    value = doc.get("address")
+    if value is None or value == "":
+        value = _bee_js_reference(doc.get("reference"))
     if value is None or value == "":
         return None
     if not isinstance(value, str):

@@ -96,6 +96,9 @@ async def test_tag_shape_and_lifecycle(ctx):
     assert (await get_tag(ctx, tag["uid"]))["address"] == address
     r = await ctx.client.patch(f"/v1/tags/{tag['uid']}", json={"reference": "ab" * 32})  # bee-js 12's field
     assert r.status == 200 and (await get_tag(ctx, tag["uid"]))["address"] == "ab" * 32
+    as_bee_js_sends_it = {"reference": {"bytes": {str(i): i for i in range(32)}, "length": 32}}
+    r = await ctx.client.patch(f"/tags/{tag['uid']}", json=as_bee_js_sends_it)
+    assert r.status == 200 and (await get_tag(ctx, tag["uid"]))["address"] == bytes(range(32)).hex()
     r = await ctx.client.delete(f"/tags/{tag['uid']}")
     assert r.status == 204
     await expect_error(await ctx.client.get(f"/tags/{tag['uid']}"), 404, "^tag not present $")
@@ -119,6 +122,8 @@ async def test_bad_tag_queries_and_bodies(ctx):
     await expect_error(await ctx.client.patch(f"/tags/{uid}", json={"address": "zz"}), 400, "address")
     await expect_error(await ctx.client.patch(f"/tags/{uid}", json={"address": "ab" * 31}), 400, "32 or 64")
     await expect_error(await ctx.client.patch(f"/tags/{uid}", data=b" " * 2000), 413)
+    bad = {"reference": {"bytes": {"0": 1}, "length": 32}}
+    await expect_error(await ctx.client.patch(f"/tags/{uid}", json=bad), 400, "32 or 64 bytes")
 
 
 async def test_upload_counters_add_up(ctx):
