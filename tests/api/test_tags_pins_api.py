@@ -11,8 +11,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.state import STATE
-from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.cac import is_valid_cac, make_cac
 from chunkstore.swarm.proximity import proximity
+from chunkstore.swarm.traversal import tree_addresses
 from tests.api.contenthelpers import Ctx, register_batch, upload_headers
 from tests.api.test_content_api import expect_error
 from tests.store.helpers import SOC_KEY, Stamper, make_batch, signer
@@ -215,6 +216,50 @@ async def test_pinning_an_uploaded_manifest_and_its_errors(ctx):
     await expect_error(await ctx.client.get("/pins/check?ref=12"), 400, "invalid query params")
     await expect_error(await ctx.client.get(f"/pins/check?ref={os.urandom(32).hex()}"), 404)
     assert ctx.store.pins.list() == [bytes.fromhex(reference)] and ctx.store.pins.in_flux() == {}
+
+
+@pytest.mark.parametrize("path", ["/bytes", "/bzz?name=secret.bin"])
+async def test_encrypted_references_pin_every_chunk_the_upload_stored(ctx, path):
+    """An encrypted reference (address | key) pins the whole tree, manifest and file alike, parities
+    included. ``Swarm-Pin`` on the upload keeps every chunk it stored (the roots' replicas too);
+    ``POST /pins`` later keeps the tree the reference names, not the replicas (as on Bee)."""
+    data = os.urandom(130 * 4096 + 17)  # two levels of intermediates
+    headers = {"Swarm-Encrypt": "true", "Content-Type": "application/octet-stream"}
+    uid = (await new_tag(ctx))["uid"]
+    _, pinned = await upload(ctx, data, path, **headers, **{"Swarm-Pin": "true", "Swarm-Tag": str(uid)})
+    assert len(pinned) == 128
+    stored = (await get_tag(ctx, uid))["stored"]
+    assert stored > 133 and ctx.store.pins.get(bytes.fromhex(pinned)).chunks == stored
+    # what the upload kept is the tree plus the dispersed replicas of its roots, which are SOCs
+    kept = set(ctx.store.pins.addresses(bytes.fromhex(pinned)))
+    tree = set(tree_addresses(bytes.fromhex(pinned), ctx.store.get))
+    replicas = kept - tree
+    assert tree <= kept and replicas
+    assert not any(is_valid_cac(a, ctx.store.get(a)) for a in replicas)
+    assert await (await ctx.client.get(f"/pins/{pinned}")).json() == {"reference": pinned}
+    line = await (await ctx.client.get(f"/pins/check?ref={pinned}")).json()
+    assert (line["reference"], line["total"], line["missing"], line["invalid"]) == (pinned, stored, 0, 0)
+
+    later_uid = (await new_tag(ctx))["uid"]
+    _, later = await upload(ctx, data, path, **headers, **{"Swarm-Tag": str(later_uid)})
+    assert later != pinned, "a new key for every upload"
+    await expect_error(await ctx.client.get(f"/pins/{later}"), 404)
+    assert (await ctx.client.post(f"/pins/{later}")).status == 201
+    later_stored = (await get_tag(ctx, later_uid))["stored"]
+    addresses = set(ctx.store.pins.addresses(bytes.fromhex(later)))
+    assert len(addresses) == ctx.store.pins.get(bytes.fromhex(later)).chunks == later_stored - len(replicas)
+    assert addresses == set(tree_addresses(bytes.fromhex(later), ctx.store.get)), "the tree, not its replicas"
+    assert not addresses & set(ctx.store.pins.addresses(bytes.fromhex(pinned))), "encrypted: no chunk shared"
+    assert sorted((await (await ctx.client.get("/pins")).json())["references"]) == sorted([pinned, later])
+
+    # the address with a wrong key is no tree: refused, and nothing is left of the attempt
+    wrong_key = later[:64] + os.urandom(32).hex()
+    r = await ctx.client.post(f"/pins/{wrong_key}")
+    # the root decrypts to noise: nearly always a bad span (422), else references to absent chunks (404)
+    assert r.status in (404, 422) and "pin collection failed" in await r.text()
+    assert ctx.store.pins.in_flux() == {} and len(ctx.store.pins.list()) == 2
+    assert (await ctx.client.delete(f"/pins/{later}")).status == 200
+    assert ctx.store.pins.list() == [bytes.fromhex(pinned)]
 
 
 async def test_pin_check_reports_a_missing_chunk(ctx):
