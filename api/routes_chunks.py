@@ -40,7 +40,7 @@ from .errors import ApiError, ParamError, json_response, nearest, status_for
 from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint
 from .state import AppState, state_of
-from .uploads import DEFERRED_HEADER, PIN_HEADER, upload_tag
+from .uploads import DEFERRED_HEADER, PIN_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def _chunk_options(request: web.Request, *, soc: bool) -> UploadOptions | None:
 
 def _begin_tracking(st: AppState, options: UploadOptions) -> UploadTracker:
     """Blocking: the tag checked (or made), the pin collection begun; single chunks are not cached."""
-    return track_upload(st.store, upload_tag(st.store, options), cache=False)
+    return track_upload(st.store, options, cache=False)
 
 
 def _finish_tracking(tracker: UploadTracker, result: PutResult, root: bytes | None) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -35,7 +35,6 @@ from chunkstore.content import UploadOptions, UploadSession
 from chunkstore.content.errors import ContentError, NotNodeBatch
 from chunkstore.reserve import OutOfRadius
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
-from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.errors import BucketFull, SwarmError
 from chunkstore.swarm.redundancy.level import DEFAULT_UPLOAD_LEVEL, Level
 
@@ -69,20 +68,6 @@ class UploadRequest:
     level: Level
     options: UploadOptions
     tag: CountedTag = field(default_factory=CountedTag)
-
-
-def upload_tag(store: ChunkStore, options: UploadOptions) -> UploadOptions:
-    """The options with the tag the upload counts under (the reference's ``getOrCreateSessionID``).
-
-    A named tag must exist (``UnknownTag``); without one, a deferred or pinned upload gets a new tag
-    and a direct one (``Swarm-Deferred-Upload: false``) none. Blocking: a new tag is a store write.
-    """
-    if options.tag:
-        store.tags.get(options.tag)
-        return options
-    if options.deferred or options.pin:
-        return replace(options, tag=store.tags.create().uid)
-    return options
 
 
 def _bool_header(request: web.Request, name: str) -> bool | None:
@@ -155,9 +140,8 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
     body = BodyReader(request.content, asyncio.get_running_loop())
 
     def job() -> bytes:
-        options = upload_tag(st.store, up.options)
-        up.tag.uid = options.tag
-        session = st.upload_session(up.batch_id, options)
+        session = st.upload_session(up.batch_id, up.options)
+        up.tag.uid = session.tracker.tag
         try:
             reference = work(session, body)
             session.finish(reference)

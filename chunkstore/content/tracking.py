@@ -1,8 +1,11 @@
 """Tags and pins of an upload: ``track_upload``, the one hook every upload path goes through.
 
-``track_upload(store, options)`` is called once per upload, before its first
-chunk is stored, with the upload's ``UploadOptions`` (``Swarm-Tag``,
-``Swarm-Pin``). It returns an ``UploadTracker``:
+``track_upload(store, options, cache=...)`` is called once per upload, before
+its first chunk is stored, with the upload's ``UploadOptions`` (``Swarm-Tag``,
+``Swarm-Pin``, ``Swarm-Deferred-Upload``). It returns an ``UploadTracker``:
+
+- ``tracker.tag``: the tag the upload counts under, named or new (0: none),
+  for the answer's ``Swarm-Tag`` header;
 
 - ``tracker.holds``: pass it to the store's put (``put_signed``, ``put``,
   ``put_many``). With ``Swarm-Pin`` every chunk joins the upload's pin
@@ -101,12 +104,20 @@ class UploadTracker:
 
 
 def track_upload(store: ChunkStore, options: UploadOptions, *, cache: bool = True) -> UploadTracker:
-    """Start tracking one upload: check its tag exists (``UnknownTag``), begin its pin collection.
+    """Start tracking one upload: its tag, its pin collection; blocking (both are store writes).
+
+    The tag is the reference's ``getOrCreateSessionID``: a named tag must exist (``UnknownTag``,
+    which the HTTP layer answers 404 "tag not found"); with none named, a deferred or pinned upload
+    gets a new tag and a direct one (``deferred=False``, no pin) none. ``tracker.tag`` is the tag
+    counted under (0: none), what the answer's ``Swarm-Tag`` header names.
 
     ``cache``: chunks outside the storage radius are cached rather than refused (every content upload;
-    a path that must keep the reserve's refusal passes False).
+    a path that must keep the reserve's refusal, such as a single chunk, passes False).
     """
-    if options.tag:
-        store.tags.get(options.tag)
+    tag = options.tag
+    if tag:
+        store.tags.get(tag)
+    elif options.deferred or options.pin:
+        tag = store.tags.create().uid
     pin_id = store.pins.begin() if options.pin else None
-    return UploadTracker(store, options.tag, pin_id, Holds(pin=pin_id, cache=cache))
+    return UploadTracker(store, tag, pin_id, Holds(pin=pin_id, cache=cache))
