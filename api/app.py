@@ -39,6 +39,7 @@ from . import (
     routes_rchash,
     routes_stamps,
     routes_status,
+    routes_stewardship,
     routes_tags,
     routes_ui,
 )
@@ -162,6 +163,7 @@ def make_app(
     routes_bzz.add_routes(app)
     routes_tags.add_routes(app)
     routes_pins.add_routes(app)
+    routes_stewardship.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
