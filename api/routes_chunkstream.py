@@ -15,7 +15,14 @@ message, in order. Two ways to stamp:
   chunk).
 
 A tag travels in ``Swarm-Tag`` or, for browsers that cannot set headers on
-an upgrade, the ``swarm-tag`` query parameter.
+an upgrade, the ``swarm-tag`` query parameter. It must exist (404 "tag not
+found" before the upgrade, as the reference's ``getOrCreateSessionID``);
+every acknowledged chunk then counts under it (``chunkstore.content``'s
+``track_upload``, the hook every upload path shares: ``split`` and, new or
+already here, ``stored``/``synced`` or ``seen``), a group per store-thread
+call, and the tag is marked done when the stream ends. There is no
+``Swarm-Pin`` here, as on the reference: a pin names a root, and a stream of
+chunks has none (pin the root afterwards with ``POST /pins``).
 
 Back-pressure: at most ``WINDOW`` chunks are between "read" and
 "acknowledged"; the next message is read only when one of them is
@@ -41,14 +48,16 @@ closed with 1001 too.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import logging
 from dataclasses import dataclass
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from chunkstore.content import UploadOptions, UploadTracker, track_upload
 from chunkstore.reserve import OutOfRadius
-from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
+from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
 from chunkstore.store.store import PutResult
 from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.constants import BATCH_ID_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
@@ -100,7 +109,8 @@ def refusal_for(exc: BaseException) -> Refusal:
     return Refusal(WSCloseCode.INTERNAL_ERROR, f"chunk write error: {exc}")
 
 
-def _tag(request: web.Request) -> int | None:
+def _tag(request: web.Request) -> int:
+    """The stream's tag (0: none), from ``Swarm-Tag`` or the ``swarm-tag`` query parameter."""
     value = request.headers.get(TAG_HEADER)
     if value:
         return parse_uint("header", TAG_HEADER, value)
@@ -110,23 +120,51 @@ def _tag(request: web.Request) -> int | None:
             return parse_uint("query", "swarm-tag", query)
         except ApiError:
             raise ApiError(400, "invalid swarm-tag query parameter") from None
-    return None
+    return 0
 
 
-async def _acknowledge(st: AppState, ws: web.WebSocketResponse, queue: asyncio.Queue[Pending], window: asyncio.Semaphore) -> None:
+class TagCount:
+    """Counts a stream's stored chunks under its tag before they are answered, so an answered chunk
+    is counted; the answers ready together are counted in one store-thread call (the tag's counters
+    are a store write now and then)."""
+
+    def __init__(self, st: AppState, tracker: UploadTracker) -> None:
+        self.st = st
+        self.tracker = tracker
+
+    async def record(self, results: list[PutResult]) -> None:
+        await self.st.run(self.tracker.stored, None, [r.address for r in results], results)
+
+    async def close(self) -> None:
+        """Mark the tag done (a stream names no root address)."""
+        await self.st.run(self.tracker.finished, None, None)
+
+
+async def _acknowledge(
+    st: AppState,
+    ws: web.WebSocketResponse,
+    queue: asyncio.Queue[Pending],
+    window: asyncio.Semaphore,
+    count: TagCount | None = None,
+) -> None:
     """Answer each chunk in order; close at the first refusal. Returns when the reader is done or a refusal was sent."""
     try:
-        await _acknowledge_in_order(st, ws, queue, window)
+        await _acknowledge_in_order(st, ws, queue, window, count)
     finally:
         for _ in range(WINDOW):  # a reader waiting for room in the window wakes and sees that this ended
             window.release()
 
 
 async def _acknowledge_in_order(
-    st: AppState, ws: web.WebSocketResponse, queue: asyncio.Queue[Pending], window: asyncio.Semaphore
+    st: AppState,
+    ws: web.WebSocketResponse,
+    queue: asyncio.Queue[Pending],
+    window: asyncio.Semaphore,
+    count: TagCount | None,
 ) -> None:
+    ahead: collections.deque[Pending] = collections.deque()  # taken from the queue, not yet answered
     while True:
-        item = await queue.get()
+        item = ahead.popleft() if ahead else await queue.get()
         if item is None:
             return
         if isinstance(item, Refusal):
@@ -144,10 +182,29 @@ async def _acknowledge_in_order(
             return
         finally:
             window.release()
-        st.metrics.puts.labels("stored" if result.stored else "duplicate").inc()
-        if ws.closed:
-            return
-        await ws.send_bytes(b"")
+        results = [result]
+        if count is not None:
+            results += _settled(queue, ahead, window)
+            await count.record(results)
+        for result in results:
+            st.metrics.puts.labels("stored" if result.stored else "duplicate").inc()
+            if ws.closed:
+                return
+            await ws.send_bytes(b"")
+
+
+def _settled(queue: asyncio.Queue[Pending], ahead: collections.deque[Pending], window: asyncio.Semaphore) -> list[PutResult]:
+    """The results already stored in the queue's order, taken off it up to the first that is not (which,
+    and what was taken with it, waits in ``ahead``); each frees its place in the window."""
+    out: list[PutResult] = []
+    while not queue.empty():
+        item = queue.get_nowait()
+        if not isinstance(item, asyncio.Future) or not item.done() or item.cancelled() or item.exception() is not None:
+            ahead.append(item)
+            break
+        window.release()
+        out.append(item.result())
+    return out
 
 
 def _decode(message: bytes) -> tuple[bytes, bytes] | Refusal:
@@ -277,9 +334,19 @@ async def _read(
         queue.put_nowait(asyncio.ensure_future(st.puts.put(data, stamp)))
 
 
+async def _tracker(st: AppState, tag: int) -> UploadTracker | None:
+    """The tracker counting the stream under ``tag``, or None without one; 404 for an unknown tag."""
+    if not tag:
+        return None  # the reference's direct upload: no tag is made for a stream that names none
+    try:
+        return await st.run(functools.partial(track_upload, cache=False), st.store, UploadOptions(tag=tag))
+    except UnknownTag:
+        raise ApiError(404, "tag not found") from None
+
+
 async def chunk_stream(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
-    _tag(request)  # validated; tags are counted by the upload paths that keep them
+    tag = _tag(request)
     batch_hex = request.headers.get(BATCH_HEADER, "")
     batch_id = None
     if batch_hex:
@@ -290,13 +357,15 @@ async def chunk_stream(request: web.Request) -> web.StreamResponse:
             raise upload_error(request, exc) from None
     limit = MAX_MESSAGE if batch_id is None else MAX_NODE_STAMPED_MESSAGE
     ws = web.WebSocketResponse(max_msg_size=limit + 1, autoping=True)  # aiohttp refuses sizes >= its limit
+    tracker = await _tracker(st, tag)  # before the upgrade, as the reference checks the tag
+    count = None if tracker is None else TagCount(st, tracker)
     if not ws.can_prepare(request).ok:
         raise ApiError(400, "upgrade failed: a WebSocket upgrade request is required")
     await ws.prepare(request)
     st.streams.add(ws)
     queue: asyncio.Queue[Pending] = asyncio.Queue()
     window = asyncio.Semaphore(WINDOW)
-    acker = asyncio.ensure_future(_acknowledge(st, ws, queue, window))
+    acker = asyncio.ensure_future(_acknowledge(st, ws, queue, window, count))
     try:
         stamping = None if batch_id is None else NodeStamping(st, batch_id)
         await _read(st, ws, queue, window, acker, stamping)
@@ -307,6 +376,10 @@ async def chunk_stream(request: web.Request) -> web.StreamResponse:
         raise
     finally:
         st.streams.discard(ws)
+        if count is not None:
+            # shielded: a client gone mid-stream cancels this handler, and the chunks it was answered
+            # for must still count
+            await asyncio.shield(count.close())
         if not ws.closed:
             await ws.close()
     return ws

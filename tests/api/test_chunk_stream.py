@@ -233,3 +233,74 @@ async def test_window_bounds_the_chunks_in_flight(env: Env, monkeypatch: pytest.
         await acks(ws, len(sent))
     assert most == routes_chunkstream.WINDOW
     assert all(env.store.has(a) for a, _ in sent)
+
+
+# ---------------------------------------------------------------- tags (Swarm-Tag or ?swarm-tag=)
+
+
+async def new_tag(client: TestClient) -> int:
+    r = await client.post("/tags")
+    assert r.status == 201, await r.text()
+    return int((await r.json())["uid"])
+
+
+async def tag_counts(client: TestClient, uid: int) -> dict[str, int]:
+    r = await client.get(f"/tags/{uid}")
+    assert r.status == 200, await r.text()
+    body = await r.json()
+    return {k: body[k] for k in ("split", "seen", "stored", "sent", "synced")}
+
+
+@pytest.mark.parametrize("how", ["header", "query"])
+async def test_node_stamped_stream_counts_under_its_tag(node, how: str) -> None:
+    client, store = node
+    uid = await new_tag(client)
+    known = make_cac(os.urandom(50))
+    r = await client.post("/chunks", data=known[1], headers=upload_headers())
+    assert r.status == 201
+    fresh = [make_cac(os.urandom(n)) for n in (1, 4096, 300)]
+    headers, url = upload_headers(), "/chunks/stream"
+    if how == "header":
+        headers["Swarm-Tag"] = str(uid)
+    else:
+        url += f"?swarm-tag={uid}"
+    async with client.ws_connect(url, headers=headers) as ws:
+        for _, data in fresh[:2]:
+            await ws.send_bytes(data)
+        await acks(ws, 2)
+        for _, data in [known, fresh[2]]:
+            await ws.send_bytes(data)
+        await acks(ws, 2)
+    # counted when the stream ends at the latest: split all four, the one already here seen, three new
+    assert await tag_counts(client, uid) == {"split": 4, "seen": 1, "stored": 3, "sent": 0, "synced": 3}
+    assert all(store.has(a) for a, _ in fresh)
+
+
+async def test_presigned_stream_counts_under_its_tag_up_to_a_refusal(env: Env) -> None:
+    uid = await new_tag(env.client)
+    sent = [env.message() for _ in range(5)]
+    async with env.client.ws_connect("/chunks/stream", headers={"Swarm-Tag": str(uid)}) as ws:
+        for _, msg in sent:
+            await ws.send_bytes(msg)
+        await acks(ws, len(sent))
+        await ws.send_bytes(b"\x00" * 20)  # too short: the stream ends, the five answered still count
+        code, _ = await closed_with(ws)
+    assert code == 1011
+    assert await tag_counts(env.client, uid) == {"split": 5, "seen": 0, "stored": 5, "sent": 0, "synced": 5}
+
+
+async def test_stream_without_a_tag_makes_none(node) -> None:
+    client, _ = node
+    async with client.ws_connect("/chunks/stream", headers=upload_headers()) as ws:
+        await ws.send_bytes(make_cac(b"untagged")[1])
+        await acks(ws, 1)
+    assert (await (await client.get("/tags")).json())["tags"] == []
+
+
+async def test_unknown_or_malformed_tag_is_refused_before_the_upgrade(node) -> None:
+    client, _ = node
+    for headers, url in [({"Swarm-Tag": "987654"}, "/chunks/stream"), ({}, "/chunks/stream?swarm-tag=987654")]:
+        r = await client.get(url, headers={**upload_headers(), **headers})
+        assert r.status == 404 and (await r.json()) == {"code": 404, "message": "tag not found"}
+    r = await client.get("/chunks/stream?swarm-tag=abc", headers=upload_headers())
+    assert r.status == 400 and (await r.json())["message"] == "invalid swarm-tag query parameter"
