@@ -297,6 +297,25 @@ async def test_post_feed_refusals(node) -> None:
     await expect_error(await client.post(f"/feeds/{owner}/abc", headers=upload_headers()), 400, "topic")
 
 
+async def test_post_feed_with_tag_and_pin(node) -> None:
+    """Swarm-Tag and Swarm-Pin on POST /feeds go through the upload hook as on /bytes: the manifest is
+    pinned under its reference, counted under the named tag, and an unknown tag is Bee's 404."""
+    client, store = node
+    owner, topic = "8d3766440f0d7b949a5e32995d09619a7f86e632", "aabbcc00"
+    uid = (await (await client.post("/tags")).json())["uid"]
+    resp = await client.post(f"/feeds/{owner}/{topic}",
+                             headers=upload_headers(**{"Swarm-Tag": str(uid), "Swarm-Pin": "true"}))
+    assert resp.status == 201, await resp.text()
+    reference = (await resp.json())["reference"]
+    assert resp.headers["Swarm-Tag"] == str(uid)
+    assert (await (await client.get("/pins")).json()) == {"references": [reference]}
+    assert set(store.pins.addresses(bytes.fromhex(reference))) >= {bytes.fromhex(reference)}
+    tag = await (await client.get(f"/tags/{uid}")).json()
+    assert tag["split"] >= 1 and tag["split"] == tag["seen"] + tag["synced"] and tag["address"] == reference
+    await expect_error(await client.post(f"/feeds/{owner}/{topic}", headers=upload_headers(**{"Swarm-Tag": "98765"})),
+                       404, "tag not found")
+
+
 async def write_update(client: TestClient, store: ReserveStore, signer: Signer, topic: bytes, index: int,
                        wrapped: bytes) -> None:
     """A feed update as bee-js writes it: POST /soc stamped by the node."""
