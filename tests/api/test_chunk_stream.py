@@ -304,3 +304,30 @@ async def test_unknown_or_malformed_tag_is_refused_before_the_upgrade(node) -> N
         assert r.status == 404 and (await r.json()) == {"code": 404, "message": "tag not found"}
     r = await client.get("/chunks/stream?swarm-tag=abc", headers=upload_headers())
     assert r.status == 400 and (await r.json())["message"] == "invalid swarm-tag query parameter"
+
+
+async def test_node_stamped_chunk_losing_its_slot_to_a_newer_upload_of_it_is_stored(node) -> None:
+    """The chunk is held by the batch already, so the stream stamps it again in its slot; another upload
+    of it commits a newer stamp of that slot before ours. The slot rule refuses ours (a 1011 "chunk write
+    error" before); the stream stamps it again and stores it."""
+    client, store = node
+    address, data = make_cac(b"uploaded by everyone at once")
+    r = await client.post("/chunks", data=data, headers=upload_headers())
+    assert r.status == 201
+    st = client.app[STATE]
+    real_stamp = st.stamper.stamp
+
+    def stamp_then_race(batch_id, addresses):
+        stamps = real_stamp(batch_id, addresses)
+        st.stamper.stamp = real_stamp  # only the first call races
+        (newer,) = real_stamp(batch_id, [address])
+        store.put(data, newer.to_bytes())  # another upload of the chunk, stamped after ours, commits first
+        return stamps
+
+    st.stamper.stamp = stamp_then_race
+    async with client.ws_connect("/chunks/stream", headers=upload_headers()) as ws:
+        await ws.send_bytes(data)
+        await acks(ws, 1)
+    assert st.stamper.stamp == real_stamp
+    (stamp,) = store.stamps_of(address)
+    assert stamp.batch_id == BATCH
