@@ -10,7 +10,19 @@ from dataclasses import dataclass
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.errors import StampConflict
 from chunkstore.swarm.stamp import Stamp
+from chunkstore.transfer.budget import rss_bytes
 from tests.store.helpers import Stamper, dump, random_cac, random_soc
+
+
+def in_process_budget(headroom: int = 512 << 20) -> int:
+    """A memory budget for an import run inside the test process.
+
+    The budget bounds the whole process's resident memory, and pytest's grows
+    with every test it has run (numba kernels, hypothesis, cached stores): a
+    fixed figure that fits when a file runs alone is refused late in the full
+    suite. Tests of the budget itself pass their own sizes.
+    """
+    return rss_bytes() + headroom
 
 
 @dataclass(frozen=True)

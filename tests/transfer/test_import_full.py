@@ -28,7 +28,7 @@ from chunkstore.transfer.errors import InsufficientSpace
 from chunkstore.transfer.runs import RunBuffer
 from tests.store.fullhelpers import FailingCommits
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac
-from tests.transfer.helpers import content, entry, put_sequentially, write_tar
+from tests.transfer.helpers import content, entry, in_process_budget, put_sequentially, write_tar
 
 B1 = make_batch(1, depth=22)
 
@@ -53,6 +53,7 @@ def _dump(path: str) -> dict:
 
 
 def _import(path: str, tar: str, **kw):
+    kw.setdefault("memory_budget", in_process_budget())
     return importer.import_reserve(path, tar, workers=0, show_progress=False, **kw)
 
 

@@ -21,17 +21,25 @@ from chunkstore.transfer.errors import BudgetTooSmall, CorruptInput, ImportRefus
 from chunkstore.transfer.exporter import export_reserve
 from chunkstore.transfer.importer import STAGING, import_reserve
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac, random_soc, signer
-from tests.transfer.helpers import Entry, content, entry, mixed_entries, put_sequentially, tar_entries, write_tar
+from tests.transfer.helpers import (
+    Entry,
+    content,
+    entry,
+    in_process_budget,
+    mixed_entries,
+    put_sequentially,
+    tar_entries,
+    write_tar,
+)
 
 B1 = make_batch(1)
 B2 = make_batch(2)
 TINY = make_batch(7, depth=3, bucket_depth=0)  # 8 slots in one bucket: records contend for them
-BUDGET = 512 << 20
 
 
 def _import(store_path, source, **kw):
     kw.setdefault("workers", 0)
-    kw.setdefault("memory_budget", BUDGET)
+    kw.setdefault("memory_budget", in_process_budget())
     kw.setdefault("show_progress", False)
     return import_reserve(store_path, source, **kw)
 
@@ -73,6 +81,17 @@ def test_tar_round_trip_is_byte_for_byte(tmp_path, entries):
     export_reserve(store, out, show_progress=False)
     assert tar_entries(out) == tar_entries(src)
     assert verify_store(store).ok
+
+
+def test_imports_in_a_grown_test_process_fit_their_budget(tmp_path, entries):
+    """Late in the full suite the pytest process holds several hundred MiB; the in-process imports
+    here must still get a budget (a fixed 512 MiB was refused as too small in a clean-clone run)."""
+    ballast = bytearray(600 << 20)
+    ballast[:: 4096] = b"\x01" * len(ballast[:: 4096])  # touch every page so it counts as resident
+    src = str(tmp_path / "in.tar")
+    write_tar(src, entries)
+    assert _import(str(tmp_path / "store"), src, batches=[B1, B2]).load.written == len(entries)
+    del ballast
 
 
 def test_reference_format_import_equals_puts(tmp_path, entries):
