@@ -25,6 +25,11 @@ def in_process_budget(headroom: int = 512 << 20) -> int:
     return rss_bytes() + headroom
 
 
+def in_process_budget_args() -> list[str]:
+    """``chunkstore import``'s flag for ``in_process_budget`` (the flag is in MiB)."""
+    return ["--memory-budget", str(in_process_budget() >> 20)]
+
+
 @dataclass(frozen=True)
 class Entry:
     """One record of a reserve export: the chunk address, its data, one stamp."""

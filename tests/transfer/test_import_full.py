@@ -28,7 +28,14 @@ from chunkstore.transfer.errors import InsufficientSpace
 from chunkstore.transfer.runs import RunBuffer
 from tests.store.fullhelpers import FailingCommits
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac
-from tests.transfer.helpers import content, entry, in_process_budget, put_sequentially, write_tar
+from tests.transfer.helpers import (
+    content,
+    entry,
+    in_process_budget,
+    in_process_budget_args,
+    put_sequentially,
+    write_tar,
+)
 
 B1 = make_batch(1, depth=22)
 
@@ -90,7 +97,7 @@ def test_an_import_the_disk_cannot_take_is_refused_before_any_write(setup, monke
     assert _dump(path) == before  # not even the --batches were registered
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        assert import_main(["--data-dir", path, "--workers", "0", tar]) == 1
+        assert import_main(["--data-dir", path, "--workers", "0", tar, *in_process_budget_args()]) == 1
     assert "not enough free space" in err.getvalue()
     monkeypatch.undo()
     assert _import(path, tar).load.written == 200
@@ -118,7 +125,7 @@ def test_disk_full_while_publishing_is_typed_consistent_and_completed_by_a_rerun
     _clean(path)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        assert import_main(["--data-dir", path, "--workers", "0", tar]) == 1
+        assert import_main(["--data-dir", path, "--workers", "0", tar, *in_process_budget_args()]) == 1
     assert "is full" in err.getvalue() and "run the import again" in err.getvalue()
     failing.stop()
     report = _import(path, tar)

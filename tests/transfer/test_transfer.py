@@ -26,6 +26,7 @@ from tests.transfer.helpers import (
     content,
     entry,
     in_process_budget,
+    in_process_budget_args,
     mixed_entries,
     put_sequentially,
     tar_entries,
@@ -91,6 +92,11 @@ def test_imports_in_a_grown_test_process_fit_their_budget(tmp_path, entries):
     src = str(tmp_path / "in.tar")
     write_tar(src, entries)
     assert _import(str(tmp_path / "store"), src, batches=[B1, B2]).load.written == len(entries)
+    batches = str(tmp_path / "batches.json")
+    with open(batches, "w") as f:
+        f.write(dump_batches([B1, B2]))
+    cli = ["--data-dir", str(tmp_path / "cli"), "--batches", batches, "--workers", "0", src]
+    assert import_main([*cli, *in_process_budget_args()]) == 0
     del ballast
 
 
@@ -377,7 +383,7 @@ def test_batches_file_registers_in_the_same_run(tmp_path, entries):
     with open(batches, "w") as f:
         f.write(dump_batches([B1, B2]))
     path = str(tmp_path / "s")
-    assert import_main(["--data-dir", path, "--batches", batches, "--workers", "0", src]) == 0
+    assert import_main(["--data-dir", path, "--batches", batches, "--workers", "0", src, *in_process_budget_args()]) == 0
     with ReserveStore(path) as store:
         assert {b.id for b in store.batches} == {B1.id, B2.id}
         assert store.stats()["stamps"] == len(entries)
@@ -389,7 +395,7 @@ def test_refused_import_registers_no_batch(tmp_path, entries, capsys):
     with open(batches, "w") as f:
         f.write(dump_batches([B1]))  # B2 is missing: the import is refused
     path = str(tmp_path / "s")
-    assert import_main(["--data-dir", path, "--batches", batches, "--workers", "0", src]) == 1
+    assert import_main(["--data-dir", path, "--batches", batches, "--workers", "0", src, *in_process_budget_args()]) == 1
     assert "unknown batch" in capsys.readouterr().err
     with ReserveStore(path) as store:
         assert len(store.batches) == 0 and store.stats()["stamps"] == 0
@@ -405,7 +411,7 @@ def test_cli_export_and_import(tmp_path, entries, capsys):
     assert export_main(["export", "--data-dir", a, "--format", "snapshot", "--frame-size", "16", snap]) == 0
     assert {b["batchID"] for b in json.load(open(batches))} == {B1.id.hex(), B2.id.hex()}
     b = str(tmp_path / "b")
-    assert import_main(["import", "--data-dir", b, "--batches", batches, "--workers", "0", snap]) == 0
+    assert import_main(["import", "--data-dir", b, "--batches", batches, "--workers", "0", snap, *in_process_budget_args()]) == 0
     assert "imported" in capsys.readouterr().out
     assert tar_entries(out) == tar_entries(src)
     assert _content_of(b) == _content_of(a)
