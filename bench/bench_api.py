@@ -58,8 +58,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Daemon:
-    def __init__(self, data_dir: str, workers: int | None) -> None:
-        cmd = [sys.executable, "-m", "api.server", "--data-dir", data_dir, "--port", "0", "--log-format", "json"]
+    def __init__(self, data_dir: str, workers: int | None, extra: tuple[str, ...] = (), start_timeout: float = 120) -> None:
+        cmd = [sys.executable, "-m", "api.server", "--data-dir", data_dir, "--port", "0", "--log-format", "json", *extra]
         if workers:
             cmd += ["--workers", str(workers)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -68,7 +68,7 @@ class Daemon:
         self.port: int | None = None
         self._ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
-        if not self._ready.wait(120):
+        if not self._ready.wait(start_timeout):
             self.proc.kill()
             raise SystemExit("daemon did not start")
 

@@ -1,4 +1,4 @@
-"""Single-lane Keccak limits: how fast can one keccak call on a one-block input go?
+"""Keccak limits: the single-lane limit L, and the lane kernel's own speed (the kernel bound).
 
 A BMT chunk hash is 128 one-block keccak calls, so the fastest single keccak
 bounds what any per-call implementation can reach:
@@ -8,11 +8,15 @@ bounds what any per-call implementation can reach:
   Python call each),
 * OpenSSL's SHA3-256 (same permutation, only the padding differs) through
   ``openssl speed -evp sha3-256 -bytes 96 -seconds 1``, if openssl is on PATH,
-* the numba permutation alone (scalar, and the 8-way vectorised one per
-  instance), and numba ``keccak256_batch`` on 96-byte rows.
+* the numba permutations alone: scalar, the 8-way loop of the per-chunk
+  kernel, and the vector-lane permutation of the lane kernel
+  (chunkstore/keccak_lanes.py) at 4 and 8 lanes (``--lanes`` widths), per
+  instance; and numba ``keccak256_batch`` on 96-byte rows,
+* the kernel bound: chunks/s if nothing ran but 128 lane permutations per
+  chunk on every core, ``cores / (128 * t_perm)``. The sampler cannot beat it.
 
-Run: ``PYTHONPATH=. python bench/bench_keccak.py [--seconds S] [--quick]``.
-bench_bmt.py imports the helpers below.
+Run: ``PYTHONPATH=. python bench/bench_keccak.py [--seconds S] [--quick] [--lanes 4,8]``.
+bench_bmt.py and bench_sample.py import the helpers below.
 """
 
 from __future__ import annotations
@@ -130,6 +134,42 @@ def numba_batch_rate(seconds: float, size: int = MSG_SIZE, rows: int = 4096) -> 
     return rate(lambda: (hashing.keccak256_batch(buf, lengths, out), rows)[1], seconds)
 
 
+def lane_permutation_rate(seconds: float, width: int | None = None) -> float | None:
+    """Keccak-f[1600] instances/s through the lane kernel's vector permutation on one thread, or None.
+
+    ``width`` None: the width the lane kernel uses; other widths are compiled
+    here (uncached) to compare.
+    """
+    from chunkstore import hashing
+
+    if hashing.BACKEND != "numba":
+        return None
+    from chunkstore import keccak_lanes
+
+    lanes = keccak_lanes.LANES if width is None else width
+    if lanes == keccak_lanes.LANES:
+        loop = keccak_lanes.permutation_loop_lanes
+    else:
+        from numba import njit
+
+        permute = keccak_lanes._make_permute(lanes)
+
+        @njit(nogil=True)
+        def loop(state: np.ndarray, count: int) -> None:
+            for _ in range(count):
+                permute(state)
+
+    state = np.zeros(25 * lanes, np.uint64)
+    loop(state, 1)
+    count = max(1, 160_000 // lanes)
+    return rate(lambda: (loop(state, count), lanes * count)[1], seconds)
+
+
+def kernel_bound(perm_rate: float, n_cores: int) -> float:
+    """Chunks/s if every core did nothing but 128 lane permutations per chunk."""
+    return perm_rate * n_cores / CALLS_PER_CHUNK
+
+
 def single_lane_limit(seconds: float) -> tuple[str, float, dict[str, float | None]]:
     """(name, calls/s) of the fastest single keccak here, plus every rate measured."""
     rates: dict[str, float | None] = {
@@ -144,6 +184,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="time per measurement (default 2)")
     ap.add_argument("--quick", action="store_true", help="0.5 s per measurement")
+    ap.add_argument("--lanes", default="4,8", help="lane widths of the vector permutation to compare (default 4,8)")
     args = ap.parse_args()
     seconds = 0.5 if args.quick else args.seconds
 
@@ -161,8 +202,22 @@ def main() -> None:
         print(f"  {'numba keccak_f1600':<28} {perm:>12,.0f} perms/s  {1e6 / perm:6.3f} us/perm")
         print(f"  {'numba keccak_f1600_x8':<28} {perm8:>12,.0f} perms/s  {1e6 / perm8:6.3f} us/perm (per instance)")
         print(f"  {'numba keccak256_batch':<28} {batch:>12,.0f} calls/s  {1e6 / batch:6.3f} us/call")
+    chosen = None
+    if perm is not None:
+        from chunkstore import keccak_lanes
+
+        for width in sorted({int(x) for x in args.lanes.split(",")} | {keccak_lanes.LANES}):
+            r = lane_permutation_rate(seconds, width)
+            mark = " (the lane kernel's width)" if width == keccak_lanes.LANES else ""
+            print(f"  {f'lane permutation x{width}':<28} {r:>12,.0f} perms/s  {1e6 / r:6.3f} us/perm (per instance){mark}")
+            if width == keccak_lanes.LANES:
+                chosen = r
     limit = best * n / CALLS_PER_CHUNK
     print(f"single-lane limit ({name}): L = {best:,.0f} * {n} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s")
+    if chosen is not None:
+        bound = kernel_bound(chosen, n)
+        print(f"kernel bound: {n} cores / ({CALLS_PER_CHUNK} x {1e6 / chosen:.3f} us) = {bound:,.0f} chunks/s "
+              f"= {bound / limit:.2f} x L")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ ROWS = 256  # rows per kernel call of the row scan: amortises its argument check
 BLOCK = 1024  # entries walked per block of the direct scan (rows hashed per kernel call)
 BLOCK_SLACK = 256  # further entries of the block's last chunk, kept in the block
 LOOKAHEAD = 8  # blocks located and requested from the disk ahead of the one being hashed
+TAIL_ROOM = 256  # bytes of each row's tail the look-ahead copies out of the index (sampler.columns)
 STRIDE = -(-MAX_SOC_DATA_SIZE // 16) * 16  # room for a full SOC, rounded up to 16 (4208)
 STRIDE_DIRECT = STRIDE + 32  # the direct scan's rows start with room for an overflow page header
 # plain ints: the per-entry loop compares them faster than IntEnum members
@@ -225,6 +226,7 @@ class _Block:
         self.ent_row = np.zeros(cap, np.int64)
         self.ent_batch = np.zeros((cap, 32), np.uint8)
         self.where = np.zeros((cap, 6), np.int64)
+        self.tails = np.zeros((cap, TAIL_ROOM), np.uint8)
         self.rows = 0
         self.entries = 0
         self.walked = 0  # index entries walked for this block (progress)
@@ -290,8 +292,9 @@ class _Lookahead:
                     raise self._fail(rc, "stamp index")
                 blk.rows, blk.entries, blk.walked = nrows, nents, int(self.counts[col.C_TOTAL]) - before
                 rc = col.locate_rows(
-                    c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, blk.row_addr, nrows, blk.where
-                )
+                    c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, blk.row_addr, nrows, blk.where,
+                    blk.tails,
+                )  # fmt: skip
                 if rc < 0:
                     raise self._fail(rc, "chunk index")
                 if not col.cached(self.fd, blk.where, nrows, PROBES):
@@ -350,7 +353,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
                 n, m = blk.rows, blk.entries
                 if n:
                     t = time.perf_counter()
-                    rc = col.copy_rows(fd, blk.where, n, ahead.psize, buf, lengths, status)
+                    rc = col.copy_rows(fd, blk.where, blk.tails, n, ahead.psize, buf, lengths, status)
                     load_s += time.perf_counter() - t
                     if rc != OK:
                         raise DirectReadError(f"{data_file}: chunk data: {ERRORS.get(rc, rc)}")
