@@ -70,7 +70,7 @@ CACHE = ROOT / "bench" / ".cache"
 FORMAT = 1  # bump when the recipe changes
 BASE_TIME = 1_700_000_000_000_000_000
 BATCHES = 4
-DEPTH, BUCKET_DEPTH = 30, 16
+DEPTH, BUCKET_DEPTH = 31, 16  # 2^15 positions per bucket: 512 generator tasks x 64
 STEP = 8192  # chunks per generator task
 SLOTS_PER_TASK = 64  # positions of each bucket a task may use: task t owns [64t, 64t + 64)
 GB = 1 << 30
@@ -100,6 +100,8 @@ def _make(task: int, lo: int, hi: int, soc_fraction: float) -> bytes:
     from chunkstore.soc import make_soc
     from chunkstore.stamp import bucket_of, sign_stamp
 
+    if (task + 1) * SLOTS_PER_TASK > 1 << (DEPTH - BUCKET_DEPTH):
+        raise RuntimeError(f"generator task {task}: positions beyond the batch depth {DEPTH}")
     rng = np.random.default_rng([FORMAT, lo])
     signers = [_signer(i) for i in range(BATCHES)]
     ids = [b.id for b in batches()]
@@ -197,6 +199,7 @@ def build(n: int, soc_fraction: float, cache: Path, workers: int | None) -> tupl
     if workers is not None:
         cmd[2:2] = ["--workers", str(workers)]
     print(f"$ zstd -dc {src.name} | {' '.join(cmd)}", flush=True)
+    busy, cpu0 = _busy_seconds(), _children_cpu()
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=False)
     with MemoryPoller(0.2, root=proc.pid) as poller:
@@ -207,6 +210,8 @@ def build(n: int, soc_fraction: float, cache: Path, workers: int | None) -> tupl
         proc.wait()
         feeder.join()
     seconds = time.perf_counter() - t
+    cpu = _children_cpu() - cpu0
+    others = max(0.0, _busy_seconds() - busy - cpu) / seconds  # cores other processes kept busy meanwhile
     summary = out.decode(errors="replace").strip().splitlines()[-1:] or [""]
     if proc.returncode != 0 or f": {n} records in" not in summary[0]:
         shutil.rmtree(store, ignore_errors=True)
@@ -216,10 +221,25 @@ def build(n: int, soc_fraction: float, cache: Path, workers: int | None) -> tupl
         "chunks": n, "import_seconds": seconds, "import_per_second": n / seconds, "limit": limit, "limit_source": name,
         "import_peak_anon_kb": mem["parent"]["anon_kb"], "import_peak_rss_kb": mem["parent"]["rss_kb"],
         "import_worker_peak_anon_kb": mem["max_worker_anon_kb"],
-        "summary": summary[0], "load_average": os.getloadavg()[0],
+        "summary": summary[0], "load_average": os.getloadavg()[0], "cores_used": cpu / seconds,
+        "other_processes_cores": others,
     }  # fmt: skip
     info_file.write_text(json.dumps(info))
     return store, info
+
+
+def _children_cpu() -> float:
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def _busy_seconds() -> float:
+    """CPU seconds every process of the machine has used (/proc/stat), to tell contention apart."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------ sampling through the daemon
@@ -312,10 +332,14 @@ def report(n: int, result: dict, limit: float, name: str) -> dict:
         est = (body.get("fullReserveEstimate") or {}).get("estimatedSeconds")
         full = seconds * FULL / iterated if iterated else float("nan")  # measured, or extrapolated to 2^22
         out[mode] = {"seconds": seconds, "rate": rate, "ratio": rate / limit, "health": mid["health_ms"],
-                     "estimate": est, "estimate_ratio": est / full if est else None}  # fmt: skip
+                     "estimate": est, "estimate_ratio": est / full if est else None, "stats": stats,
+                     "durationSeconds": body.get("durationSeconds"),
+                     "fullReserveEstimate": body.get("fullReserveEstimate")}  # fmt: skip
         print(f"{mode} sample of {iterated:,} entries (median of {len(rs)}): {seconds:.1f} s, {rate:,.0f} chunks/s, "
               f"{rate / limit:.2f} x L")  # fmt: skip
         _row("phase 1 / phase 2 (s)", f"{stats.get('phase1_duration', 0):.1f} / {stats.get('phase2_duration', 0):.2f}")
+        _row("summed over workers (s)", f"hashing {stats.get('taddr_duration', 0):.1f}, reads "
+             f"{stats.get('chunk_load_duration', 0):.1f}, walking and waiting {stats.get('iteration_duration', 0):.1f}")  # fmt: skip
         _row("/health during the sample", f"p50 {mid['health_ms']['p50']:.1f} ms, p99 {mid['health_ms']['p99']:.1f} ms, "
              f"max {mid['health_ms']['max']:.1f} ms ({mid['health_ms']['probes']} probes)")  # fmt: skip
         if est:
@@ -358,6 +382,9 @@ def main() -> int:
               f"{info['import_per_second'] / info['limit']:.2f} x L(then {info['limit']:,.0f}); import peak anon "
               f"{info['import_peak_anon_kb'] / 1024:.0f} MiB, workers {info['import_worker_peak_anon_kb'] / 1024:.0f} MiB)")  # fmt: skip
         print(f"  {info['summary']}")
+        if "cores_used" in info:
+            print(f"  import used {info['cores_used']:.2f} cores; other processes {info['other_processes_cores']:.2f} "
+                  f"cores meanwhile (load average {info['load_average']:.2f})")  # fmt: skip
     name, call_rate, rates = single_lane_limit(2.0)
     limit = call_rate * cores() / CALLS_PER_CHUNK
     print(f"L ({name}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s "

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -385,10 +387,6 @@ class _ShardAppender:
                offs: list[int], lens: list[int]) -> None:
         txn, shard, m = self.txn, self.shard, len(raw)
         addresses = raw[:, ADDR].tobytes()
-        entry_keys = raw[:, ENTRY_KEY].tobytes()
-        values = raw[:, STAMP_VALUE].tobytes()
-        slot_keys = raw[:, SLOT_KEY].tobytes()
-        stamps_ts = raw[:, TAIL_AT : TAIL_AT + 8].tobytes()
         # Chunk data, once per address.
         heads, tails, added_bytes = [], [], 0
         for i in np.flatnonzero(fresh).tolist():
@@ -413,7 +411,8 @@ class _ShardAppender:
             else:
                 txn.cursor(db=shard.tails).putmulti(tails)
         # Stamp entries: new by construction (their slot was free), appended past the last key.
-        entries = [(entry_keys[72 * i : 72 * i + 72], values[74 * i : 74 * i + 74]) for i in range(m)]
+        # Keys and values as lists of bytes straight from the columns (void rows: no NUL stripping).
+        entries = list(zip(_rows_as_bytes(raw[:, ENTRY_KEY]), _rows_as_bytes(raw[:, STAMP_VALUE]), strict=True))
         added = np.ones(m, bool)
         # Entries at or before the database's last key cannot be appended (a store with content).
         split = 0 if self.stamps_last is None else bisect.bisect_right(entries, (self.stamps_last, _AFTER_ANY_VALUE))
@@ -423,10 +422,10 @@ class _ShardAppender:
             txn.cursor(db=shard.stamps).putmulti(entries[split:], append=True)
             self.stamps_last = entries[-1][0]
         self._count(raw[added][:, ADDR])
-        slots = sorted(
-            (slot_keys[40 * i : 40 * i + 40], addresses[32 * i : 32 * i + 32] + stamps_ts[8 * i : 8 * i + 8])
-            for i in range(m)
-        )
+        slot_cols = np.ascontiguousarray(raw[:, SLOT_KEY])
+        order = np.argsort(slot_cols.view("S40").ravel(), kind="stable")  # equal-length keys: bytewise order
+        slot_values = np.concatenate([raw[:, ADDR], raw[:, TAIL_AT : TAIL_AT + 8]], axis=1)[order]
+        slots = list(zip(_rows_as_bytes(slot_cols[order]), _rows_as_bytes(slot_values), strict=True))
         txn.cursor(db=shard.slots).putmulti(slots)
         delta = self.session.byte_delta
         delta[self.s] = delta.get(self.s, 0) + added_bytes
@@ -464,6 +463,12 @@ class _ShardAppender:
 _AFTER_ANY_VALUE = b"\xff" * 75  # sorts after every 74-byte stamp value
 
 
+def _rows_as_bytes(cols: np.ndarray) -> list[bytes]:
+    """Each row of a (n, k) uint8 array as a bytes object, built in C (a void view keeps trailing NULs)."""
+    cols = np.ascontiguousarray(cols)
+    return cols.view(f"V{cols.shape[1]}").ravel().tolist()
+
+
 def _last_key(txn: lmdb.Transaction, db: Any) -> bytes | None:
     cur = txn.cursor(db=db)
     return bytes(cur.key()) if cur.last() else None
@@ -478,20 +483,56 @@ def publish(
     commit_bytes: int,
     window: int,
     progress: Progress | None = None,
+    threads: int = 2,
 ) -> None:
-    """Write every record decided WRITE, shard by shard, in key order."""
-    for s in range(store.shard_count):
+    """Write every record decided WRITE, shard by shard, in key order.
+
+    Shards are separate LMDB environments, so ``threads`` of them are written
+    at once: py-lmdb releases the GIL inside each put and commit, and one
+    shard's commit (its fsyncs) overlaps another's puts. Each thread reads
+    with half the window, so the read buffers stay within the budget.
+    """
+    lock = threading.Lock()
+    failed = threading.Event()
+
+    def one(s: int, window: int) -> int:
         writer = _ShardAppender(store, s, commit_bytes)
         try:
             for pieces in merge_blocks([r.shard_cursor(s, window) for r in runs]):
+                if failed.is_set():
+                    raise _Stopped
                 done = _publish_block(writer, pieces, status)
                 if progress is not None and done:
-                    progress(done)
+                    with lock:
+                        progress(done)
             writer.commit()
         except BaseException:
+            failed.set()
             writer.abort()
             raise
-        report.written += writer.written
+        return writer.written
+
+    n = max(1, min(threads, store.shard_count))
+    if n == 1:
+        for s in range(store.shard_count):
+            report.written += one(s, window)
+        return
+    with ThreadPoolExecutor(n, thread_name_prefix="publish") as pool:
+        futures = [pool.submit(one, s, max(16, window // n)) for s in range(store.shard_count)]
+        errors = []
+        for f in futures:
+            try:
+                report.written += f.result()
+            except _Stopped:
+                pass
+            except BaseException as exc:  # noqa: BLE001 - the first real failure is raised below
+                errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+class _Stopped(Exception):
+    """Another shard's thread failed: this one stops before its next block."""
 
 
 def _publish_block(writer: _ShardAppender, pieces: list, status: np.ndarray) -> int:

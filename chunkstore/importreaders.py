@@ -31,6 +31,10 @@ from .tarformat import Readable
 from .transfer_errors import BudgetTooSmall, CorruptInput, ImportRefused
 
 Tick = Callable[[int], object]  # bytes of input consumed since the last call
+# Tasks queued per worker before the oldest verdict is waited for. Verdicts are taken in input order,
+# so a worker slowed down (a core shared with another program) stalls the others once its queue is the
+# oldest; a deeper queue lets them run ahead. The ring (importbudget: 4 units per worker) bounds it too.
+IN_FLIGHT_PER_WORKER = 4
 _STAMP_COLS = np.arange(STAMP_SIZE, dtype=np.int64)
 
 
@@ -170,7 +174,7 @@ def read_tar(stream: Readable, ring: SharedRing, workers: Workers, collector: Co
         workers.submit(task)
         pending.append((state["first"], task, frees))
         state["first"] += len(task.starts)
-        while workers.outstanding > 2 * max(1, workers.count):
+        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count):
             consume()  # keep verdicts flowing so the run buffer fills while workers validate
 
     scanner = _fast_scanner()
@@ -391,7 +395,7 @@ def read_snapshot(
             raise CorruptInput(f"snapshot truncated after frame {number - 1} (at byte {offset}): its index of frames is missing")
         else:
             raise CorruptInput(f"snapshot frame {number} (at byte {offset}): no frame header there: the file is corrupted")
-        while workers.outstanding > 2 * max(1, workers.count):
+        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count):
             consume()  # keep verdicts flowing so the run buffer fills while workers decode
     while workers.outstanding:
         consume()

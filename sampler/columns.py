@@ -61,7 +61,7 @@ MISSING, INLINE, OVERFLOW, COPIED = 0, 1, 2, 3  # COPIED: an inline tail already
 TAIL_ROOM = 256  # bytes of a row's tail kept with the block (a full chunk's tail is 24, a SOC's up to 121)
 
 # counts[] slots
-C_TOTAL, C_BELOW, C_ROGUE, C_NEW = range(4)
+C_TOTAL, C_BELOW, C_ROGUE, C_NEW, C_DISTINCT = range(5)  # C_DISTINCT: chunks walked (addresses)
 
 
 @_jit(inline="always")
@@ -102,11 +102,13 @@ def scan_entries(
     pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, info: np.ndarray,
     state: np.ndarray, lo: np.ndarray, hi: np.ndarray, has_hi: bool, excluded: np.ndarray, consensus: np.uint64,
     max_entries: int, row_addr: np.ndarray, row_type: np.ndarray, ent_row: np.ndarray, ent_batch: np.ndarray,
-    counts: np.ndarray,
+    counts: np.ndarray, walked_last: np.ndarray,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Walk the stamp index from where the last call stopped; fill one block.
 
-    ``state``: [started, finished]. Stops after ``max_entries`` walked, but
+    ``state``: [started, finished]; ``walked_last``: the address of the last
+    entry walked and, in byte 32, whether there was one (for counting the
+    distinct chunks walked, across calls). Stops after ``max_entries`` walked, but
     only where the address changes (a chunk's entries stay in one block, so
     it is hashed once), unless the entry columns are full. Returns
     ``(rows, entries, status)``; status OK, END (the range is done) or an
@@ -151,6 +153,14 @@ def scan_entries(
             return rows, ents, OK
         walked += 1
         counts[C_TOTAL] += 1
+        same = walked_last[ADDRESS] != 0
+        for k in range(ADDRESS):
+            if same and leaf[key + k] != walked_last[k]:
+                same = False
+            walked_last[k] = leaf[key + k]
+        walked_last[ADDRESS] = 1
+        if not same:
+            counts[C_DISTINCT] += 1
         value = key + STAMP_KEY
         chunk_type = leaf[value]
         ts = np.uint64(0)
@@ -342,7 +352,8 @@ def warm_up() -> None:
     finished = np.array([1, 1], np.int64)
     key = np.zeros(ADDRESS, np.uint8)
     scan_entries(*cursor, finished, key, key.copy(), True, np.zeros((0, ADDRESS), np.uint8), np.uint64(0), 1,
-                 rows, np.zeros(1, np.uint8), np.zeros(1, np.int64), rows.copy(), np.zeros(4, np.int64))  # fmt: skip
+                 rows, np.zeros(1, np.uint8), np.zeros(1, np.int64), rows.copy(), np.zeros(5, np.int64),
+                 np.zeros(ADDRESS + 1, np.uint8))  # fmt: skip
     tails = np.zeros((1, TAIL_ROOM), np.uint8)
     locate_rows(*cursor, *cursor, rows, 0, where, tails)
     cached(-1, where, 0, 1)

@@ -71,6 +71,7 @@ class SampleStats:
     below_balance_ignored: int = 0
     rogue_chunks: int = 0
     new_ignored: int = 0
+    distinct_chunks: int = 0  # chunks (addresses) phase 1 walked: the reserve within the sample's depth
     stamp_validations: int = 0
     invalid_stamps: int = 0
     chunk_loads: int = 0

@@ -335,12 +335,29 @@ def _step(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, inf
 @_jit
 def _seek(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, info: np.ndarray,
           key: np.ndarray, klen: int) -> int:  # fmt: skip
-    """``_descend``, but without leaving the current leaf when the key is inside it (ascending seeks)."""
+    """``_descend``, but without leaving the current leaf when the key is inside it (ascending seeks).
+
+    Seeks that follow the index (the rows of a block, in key order) mostly
+    land on the current entry or the next few: those are probed one by one
+    before a binary search.
+    """
     leaf = info[I_LEAF]
     if leaf >= 0 and pg[leaf] >= 0 and ix[leaf] < nk[leaf]:
         page = pages[leaf]
         psize = info[I_PSIZE]
         n = nk[leaf]
+        i = ix[leaf]
+        prev = _node(page, i - 1, psize) if i > 0 else 0
+        if prev < 0:
+            return E_NODE
+        if i == 0 or _cmp(page, prev, key, klen) < 0:
+            for j in range(i, min(n, i + 4)):
+                off = _node(page, j, psize)
+                if off < 0:
+                    return E_NODE
+                if _cmp(page, off, key, klen) >= 0:
+                    ix[leaf] = j
+                    return OK
         here = _node(page, ix[leaf], psize)
         last = _node(page, n - 1, psize)
         if here >= 0 and last >= 0 and _cmp(page, here, key, klen) <= 0 and _cmp(page, last, key, klen) >= 0:

@@ -260,7 +260,8 @@ class _Lookahead:
         self.excluded = np.array(sorted(task.excluded), dtype="S32").view(np.uint8).reshape(-1, 32).copy()
         self.consensus = np.uint64(min(max(task.consensus_time, 0), (1 << 64) - 1))
         self.state = np.zeros(2, np.int64)
-        self.counts = np.zeros(4, np.int64)
+        self.counts = np.zeros(5, np.int64)
+        self.walked_last = np.zeros(33, np.uint8)
         self.free: queue.SimpleQueue[_Block] = queue.SimpleQueue()
         for _ in range(LOOKAHEAD + 1):
             self.free.put(_Block())
@@ -287,6 +288,7 @@ class _Lookahead:
                 nrows, nents, rc = col.scan_entries(
                     s.pages, s.pg, s.ix, s.nk, s.info, self.state, self.lo, self.hi, self.has_hi, self.excluded,
                     self.consensus, BLOCK, blk.row_addr, blk.row_type, blk.ent_row, blk.ent_batch, self.counts,
+                    self.walked_last,
                 )  # fmt: skip
                 if rc < 0:
                     raise self._fail(rc, "stamp index")
@@ -329,7 +331,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
     cands = CandidateSet(task.k, task.after)
     loads = load_failed = 0
     taddr_s = load_s = 0.0
-    counts = np.zeros(4, np.int64)
+    counts = np.zeros(5, np.int64)
     key_range = SampleScope(task.anchor, task.depth, task.overlay, task.radius).key_range()
     data_file = os.path.join(snap.shard.path, "data.mdb")
     fd = os.open(data_file, os.O_RDONLY)
@@ -392,6 +394,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
         "below_balance_ignored": int(counts[col.C_BELOW]),
         "rogue_chunks": int(counts[col.C_ROGUE]),
         "new_ignored": int(counts[col.C_NEW]),
+        "distinct_chunks": int(counts[col.C_DISTINCT]),
         "chunk_loads": loads,
         "chunk_load_failed": load_failed,
         "taddr_duration": taddr_s,
@@ -425,7 +428,7 @@ def scan_rows(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None
     entry_rows: list[int] = []
     entry_batches: list[bytes] = []
 
-    total = below = rogue = new = loads = load_failed = 0
+    total = below = rogue = new = loads = load_failed = distinct = 0
     read_ns = 0
     taddr_s = 0.0
     reported = 0
@@ -450,8 +453,12 @@ def scan_rows(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None
     perf_ns = time.perf_counter_ns
     last_address = None  # the chunk in the newest row, for its further stamps
     last_type = -1
+    walked_last = None
     for address, chunk_type, batch_id, ts in entries:
         total += 1
+        if address != walked_last:
+            distinct += 1
+            walked_last = address
         if batch_id in excluded:
             below += 1
             continue
@@ -514,6 +521,7 @@ def scan_rows(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None
         "below_balance_ignored": below,
         "rogue_chunks": rogue,
         "new_ignored": new,
+        "distinct_chunks": distinct,
         "chunk_loads": loads,
         "chunk_load_failed": load_failed,
         "taddr_duration": taddr_s,

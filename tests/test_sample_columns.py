@@ -31,7 +31,8 @@ from sampler.worker import ShardTask, scan_direct, scan_rows
 pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="the direct scan needs numba")
 
 DEFAULT_BLOCK, DEFAULT_LOOKAHEAD = worker.BLOCK, worker.LOOKAHEAD
-COUNTERS = ("total_iterated", "below_balance_ignored", "rogue_chunks", "new_ignored", "chunk_loads", "chunk_load_failed")
+COUNTERS = ("total_iterated", "below_balance_ignored", "rogue_chunks", "new_ignored", "distinct_chunks", "chunk_loads",
+            "chunk_load_failed")
 SHARDS = 3
 
 
