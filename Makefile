@@ -1,13 +1,13 @@
 # Two entry points for a fresh machine with Python 3.11 and pip:
 #   make run   - set up a local virtual environment and start the daemon on ./data
-#   make test  - set up the environment (with test extras) and run lint + the test suite
+#   make test  - set up the environment (with test extras), then ruff, mypy, the layer contracts and the test suite
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench clean venv jsdeps
+.PHONY: run test lint typecheck layers bench clean venv jsdeps
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 1; }
@@ -26,13 +26,22 @@ run: venv
 lint: venv
 	$(BIN)/ruff check .
 
+# Strict typing of every package (settings in pyproject.toml).
+typecheck: venv
+	$(BIN)/mypy
+
+# The layering: api > chunkstore.testing > sampler > chunkstore.transfer > chunkstore.reserve
+# > chunkstore.store > chunkstore.swarm, nothing importing upward (contracts in pyproject.toml).
+layers: venv
+	$(BIN)/lint-imports
+
 # The bee-js compatibility test drives the daemon with the real JavaScript
 # client; it needs node and npm (skipped with a reason when node is absent).
 jsdeps:
 	@if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/js --no-audit --no-fund --loglevel=error; \
 	else echo "node/npm not found: the bee-js test will be skipped"; fi
 
-test: lint jsdeps
+test: lint typecheck layers jsdeps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: venv

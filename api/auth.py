@@ -51,5 +51,6 @@ def require_admin(request: web.Request, admin_token: str | None) -> None:
     token = bearer_token(request)
     if token is None:
         raise ApiError(401, "admin token required: send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
-    if not hmac.compare_digest(token.encode(), admin_token.encode()):
+    # surrogateescape: a token holding undecodable bytes compares unequal instead of failing to encode
+    if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), admin_token.encode("utf-8", "surrogateescape")):
         raise ApiError(401, "admin token is wrong", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})

@@ -9,19 +9,26 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
+from typing import Any
 
-from chunkstore.soc import MAX_SOC_DATA_SIZE
+from chunkstore.store.mapsize import parse_size
+from chunkstore.swarm.constants import (
+    BLOCK_TIME,
+    MAX_CAPACITY_DOUBLING,
+    MAX_PO,
+    MAX_SOC_SIZE,
+    RESERVE_CAPACITY,
+    RESERVE_MIN_EVICT_COUNT,
+)
 
 ENV_PREFIX = "CHUNKSTORE_"
 DEFAULT_PORT = 1633
 # The largest chunk upload the reference node accepts: a SOC (97-byte header) around a full CAC.
-SOC_MAX_BODY = MAX_SOC_DATA_SIZE
-DEFAULT_RESERVE_CAPACITY = 1 << 22  # chunks, the reference node's
-MAX_CAPACITY_DOUBLING = 1  # the reference node allows at most one doubling
-MAX_RADIUS = 31
+SOC_MAX_BODY = MAX_SOC_SIZE
+MIN_MAP_FLAG = 1 << 20  # LMDB needs a few pages per database; below a MiB nothing useful fits
 
 
 @dataclass(frozen=True)
@@ -44,12 +51,13 @@ class Config:
     log_format: str = "json"
     log_level: str = "info"
     cors_allowed_origins: tuple[str, ...] = ()
-    reserve_capacity: int = DEFAULT_RESERVE_CAPACITY
+    reserve_capacity: int = RESERVE_CAPACITY
     reserve_capacity_doubling: int = 0
     minimum_storage_radius: int = 0
-    reserve_min_evict_count: int = 1000
+    reserve_min_evict_count: int = RESERVE_MIN_EVICT_COUNT
     chainstate: Path | None = None
-    block_time: int = 5
+    block_time: int = BLOCK_TIME
+    map_size: int | None = None
 
 
 def env_name(flag: str) -> str:
@@ -117,8 +125,18 @@ def _doubling(value: str) -> int:
 
 def _radius(value: str) -> int:
     n = int(value)
-    if not 0 <= n <= MAX_RADIUS:
-        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_RADIUS}, got {value}")
+    if not 0 <= n <= MAX_PO:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_PO}, got {value}")
+    return n
+
+
+def _map_size(value: str) -> int:
+    try:
+        n = parse_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if n < MIN_MAP_FLAG:
+        raise argparse.ArgumentTypeError(f"map size must be at least {MIN_MAP_FLAG >> 20} MiB, got {value}")
     return n
 
 
@@ -128,33 +146,46 @@ def _balance(value: str) -> int:
     return int(value)
 
 
-# (flag, type, default, help); a type of bool marks a switch.
-_OPTIONS: list[tuple[str, object, object, str]] = [
-    ("--data-dir", str, None, "directory of the store (created when missing)"),
-    ("--host", str, "127.0.0.1", "address to listen on"),
-    ("--port", _port, str(DEFAULT_PORT), "TCP port (0 picks a free one; the log says which)"),
-    ("--workers", _positive_int, None, "sampler worker processes (default: CPU count)"),
-    ("--overlay", _overlay, None, "node overlay address, 64 hex (default: generated once, kept in the data dir)"),
-    ("--admin-token", str, None, "bearer token that allows batch and chain state changes from non-loopback clients"),
-    ("--demo", bool, False, "on an empty store, register a demo batch and fill random stamped chunks"),
-    ("--demo-chunks", _positive_int, "3000", "how many chunks --demo writes"),
-    ("--sampling-window", _positive_float, "585", "seconds a sample must finish in (verdict of /rchash?verbose=true)"),
-    ("--max-body", _positive_int, str(SOC_MAX_BODY), "largest request body accepted, bytes"),
-    ("--sample-wait", _non_negative_float, "10", "seconds a different /rchash request waits for a running sample before 503"),
-    ("--min-batch-balance", _balance, None, "exclude batches whose value is below this from the sample"),
-    ("--threads", _positive_int, "8", "threads for blocking store calls"),
-    ("--shards", _positive_int, None, "store shards for a new store (default: the store's own)"),
-    ("--shutdown-timeout", _non_negative_float, "30", "seconds to drain in-flight requests on SIGTERM/SIGINT"),
-    ("--log-format", str, "json", "json (JSON lines) or kv (key=value)"),
-    ("--log-level", str, "info", "debug, info, warning or error"),
-    ("--cors-allowed-origins", str, "", "comma-separated origins browsers may call from (* for any)"),
-    ("--reserve-capacity", _positive_int, str(DEFAULT_RESERVE_CAPACITY), "reserve capacity in chunks, before doubling"),
-    ("--reserve-capacity-doubling", _doubling, "0", "double the reserve capacity this many times (0 or 1)"),
-    ("--minimum-storage-radius", _radius, "0", "storage radius floor; chunks farther from the overlay are refused"),
-    ("--reserve-min-evict-count", _positive_int, "1000", "entries evicted at least per batch visited when over capacity"),
-    ("--chainstate", str, None, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
-    ("--block-time", _positive_int, "5", "seconds per block, for batchTTL"),
+# (flag, type, help); a type of bool marks a switch. Defaults are those of ``Config``.
+_OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
+    ("--data-dir", str, "directory of the store (created when missing)"),
+    ("--host", str, "address to listen on"),
+    ("--port", _port, "TCP port (0 picks a free one; the log says which)"),
+    ("--workers", _positive_int, "sampler worker processes (default: CPU count)"),
+    ("--overlay", _overlay, "node overlay address, 64 hex (default: generated once, kept in the data dir)"),
+    ("--admin-token", str, "bearer token that allows batch and chain state changes from non-loopback clients"),
+    ("--demo", bool, "on an empty store, register a demo batch and fill random stamped chunks"),
+    ("--demo-chunks", _positive_int, "how many chunks --demo writes"),
+    ("--sampling-window", _positive_float, "seconds a sample must finish in (verdict of /rchash?verbose=true)"),
+    ("--max-body", _positive_int, "largest request body accepted, bytes"),
+    ("--sample-wait", _non_negative_float, "seconds a different /rchash request waits for a running sample before 503"),
+    ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample"),
+    ("--threads", _positive_int, "threads for blocking store calls"),
+    ("--shards", _positive_int, "store shards for a new store (default: the store's own)"),
+    ("--shutdown-timeout", _non_negative_float, "seconds to drain in-flight requests on SIGTERM/SIGINT"),
+    ("--log-format", str, "json (JSON lines) or kv (key=value)"),
+    ("--log-level", str, "debug, info, warning or error"),
+    ("--cors-allowed-origins", str, "comma-separated origins browsers may call from (* for any)"),
+    ("--reserve-capacity", _positive_int, "reserve capacity in chunks, before doubling"),
+    ("--reserve-capacity-doubling", _doubling, f"double the reserve capacity this many times (0..{MAX_CAPACITY_DOUBLING})"),
+    ("--minimum-storage-radius", _radius, "storage radius floor; chunks farther from the overlay are refused"),
+    ("--reserve-min-evict-count", _positive_int, "entries evicted at least per batch visited when over capacity"),
+    ("--chainstate", str, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
+    ("--block-time", _positive_int, "seconds per block, for batchTTL"),
+    ("--map-size", _map_size, "LMDB map size of each store environment, e.g. 512G or 4T (default: the size "
+     "of the data dir's file system, within 256 GiB..16 TiB over the shards)"),
 ]
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Config) if f.default is not MISSING}
+
+
+def _default(dest: str) -> object:
+    """A flag's default: the ``Config`` field's, as the command line would spell a list of origins."""
+    value = _DEFAULTS.get(dest)
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return value
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -164,8 +195,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         description="Serve a Swarm chunk store over the reference node's HTTP API.",
         epilog="Every flag can also be set by a CHUNKSTORE_<FLAG> environment variable, e.g. CHUNKSTORE_DATA_DIR.",
     )
-    for flag, typ, default, help_text in _OPTIONS:
+    for flag, typ, help_text in _OPTIONS:
         dest = flag.lstrip("-").replace("-", "_")
+        default = _default(dest)
         var = env_name(flag)
         if typ is bool:
             env_value = env.get(var)
@@ -225,4 +257,5 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         reserve_min_evict_count=ns.reserve_min_evict_count,
         chainstate=Path(ns.chainstate) if ns.chainstate else None,
         block_time=ns.block_time,
+        map_size=ns.map_size,
     )

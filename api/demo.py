@@ -21,23 +21,23 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from chunkstore.cac import make_cac
-from chunkstore.errors import SwarmError
-from chunkstore.keccak import keccak256
-from chunkstore.proximity import proximity
-from chunkstore.signer import Signer
-from chunkstore.soc import make_soc
-from chunkstore.stamp import bucket_of, sign_stamp
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.constants import NETWORK_BUCKET_DEPTH
+from chunkstore.swarm.errors import BucketFull, SwarmError
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.proximity import proximity
+from chunkstore.swarm.signer import Signer
+from chunkstore.swarm.soc import make_soc
 
-from .storeapi import make_batch
-
-log = logging.getLogger("chunkstore.demo")
+log = logging.getLogger(__name__)
 
 KEY_FILE = "demo-owner.key"
 DEPTH = 20
-BUCKET_DEPTH = 16
+BUCKET_DEPTH = NETWORK_BUCKET_DEPTH
 VALUE = 10**15
 SOC_EVERY = 10
 BATCH = 250  # chunks per store commit
@@ -83,13 +83,13 @@ def demo_batch_id(owner: bytes) -> bytes:
     return keccak256(b"chunkstore demo batch", owner)
 
 
-def ensure_demo_batch(store: Any, signer: Signer) -> Any:
+def ensure_demo_batch(store: ReserveStore, signer: Signer) -> Batch:
     batch_id = demo_batch_id(signer.address)
     try:
         return store.batches.get(batch_id)
     except SwarmError:  # unknown batch: register it below
         pass
-    batch = make_batch(
+    batch = Batch(
         id=batch_id,
         owner=signer.address,
         depth=DEPTH,
@@ -103,7 +103,7 @@ def ensure_demo_batch(store: Any, signer: Signer) -> Any:
 
 
 def fill_demo(
-    store: Any,
+    store: ReserveStore,
     data_dir: Path,
     chunks: int = 3000,
     *,
@@ -118,10 +118,10 @@ def fill_demo(
         log.info("demo: store already holds chunks; not filling", extra={"fields": {"batch_id": batch.id.hex()}})
         return DemoReport(batch.id, signer.address, 0, 0, False, time.perf_counter() - t0)
     rng = random.Random(seed)
-    reserve = getattr(store, "reserve", None)
     # With a storage radius, only chunks of the node's neighbourhood are accepted.
-    overlay, radius = (reserve.overlay, reserve.radius) if reserve is not None else (b"", 0)
-    slots: dict[int, int] = {}
+    overlay, radius = store.reserve.overlay, store.reserve.radius
+    # Immutable issuing: a full bucket skips the chunk rather than overwrite an earlier one.
+    issuer = StampIssuer(signer, batch.id, DEPTH, BUCKET_DEPTH, immutable=True)
     cacs = socs = 0
     pending: list[tuple[bytes, bytes]] = []
 
@@ -129,12 +129,7 @@ def fill_demo(
         # one durable commit per group instead of one per chunk; a SOC body is
         # read as a SOC by the store because its stamp only fits that reading
         if pending:
-            put_many = getattr(store, "put_many", None)
-            if put_many is not None:
-                put_many(pending)
-            else:
-                for data, stamp in pending:
-                    store.put(data, stamp)
+            store.put_many(pending)
             pending.clear()
 
     for i in range(chunks):
@@ -151,12 +146,10 @@ def fill_demo(
             address, data = make_cac(payload)
         if radius and proximity(overlay, address) < radius:
             continue
-        bucket = bucket_of(address, BUCKET_DEPTH)
-        position = slots.get(bucket, 0)
-        if position >= 1 << (DEPTH - BUCKET_DEPTH):
-            continue  # bucket full: skip this chunk (does not happen at demo sizes)
-        slots[bucket] = position + 1
-        stamp = sign_stamp(signer, address, batch.id, bucket, position, time.time_ns()).to_bytes()
+        try:
+            stamp = issuer.stamp(address).to_bytes()
+        except BucketFull:
+            continue  # does not happen at demo sizes
         pending.append((data, stamp))
         socs += is_soc
         cacs += not is_soc

@@ -4,8 +4,17 @@ Every answer that is not a success is ``{"code": N, "message": "..."}`` (plus
 ``"reasons": [{"field", "error"}]`` for bad path, query or header parameters,
 as the reference node writes them), with ``Content-Type: application/json;
 charset=utf-8``. Library errors (``SwarmError`` subclasses) become 4xx answers
-through :func:`status_for`; anything else is logged with its traceback and
-answered with a plain 500 JSON body, as a last resort.
+through :func:`status_for`, by their classes (``STATUS_BY_ERROR``); a store
+write that could not be committed is 507 (no space: full disk or LMDB map)
+or 500 (an I/O error), named, and counted in
+``chunkstore_writes_refused_total{reason}`` (api/middleware.py); anything
+else is logged with its traceback and answered with a plain 500 JSON body,
+as a last resort.
+
+Request values echoed in a message (a bad header, path or query value) are
+shown with every byte outside printable ASCII escaped, so hostile bytes
+(latin-1, control characters, undecodable UTF-8 that the HTTP parser kept as
+surrogates) can neither break the JSON encoding nor reach a log or client raw.
 """
 
 from __future__ import annotations
@@ -14,40 +23,59 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from chunkstore.errors import SwarmError
+from chunkstore.reserve import InvalidChainState, InvalidReserveOption, OutOfRadius
+from chunkstore.store.errors import (
+    BatchExists,
+    ChunkNotFound,
+    InvalidBatch,
+    StampConflict,
+    StoreFull,
+    StoreWriteFailed,
+    UnknownBatch,
+)
+from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidProof, InvalidSignature, InvalidStamp, SwarmError
+from sampler import InsufficientSample
 
-log = logging.getLogger("chunkstore.api")
+log = logging.getLogger(__name__)
 
 JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+V = TypeVar("V")
 
-# Library errors by class name (so that the API does not depend on which module
-# defines them) -> HTTP status. Classes not listed fall back to their nearest
-# listed base class, and finally to 400.
-_STATUS_BY_ERROR: dict[str, int] = {
-    "ChunkNotFound": 404,
-    "UnknownBatch": 404,
-    "BatchNotFound": 404,
-    "StampConflict": 409,
-    "BatchExists": 409,
-    "InsufficientSample": 422,
-    "OutOfRadius": 422,
-    "InvalidChainState": 400,
-    "InvalidReserveOption": 400,
-    "InvalidSignature": 400,
-    "InvalidStamp": 400,
-    "InvalidChunk": 400,
-    "InvalidProof": 400,
-    "InvalidBatch": 400,
-    "BucketFull": 402,
-    "StoreClosed": 503,
-    "SampleBusy": 503,
+# HTTP status of each library error class. An error takes the status of the
+# nearest class in its MRO listed here (UnknownBatch is an InvalidStamp, yet
+# 404), and 400 when none is: every other refusal is the request's fault.
+STATUS_BY_ERROR: dict[type[BaseException], int] = {
+    ChunkNotFound: 404,
+    UnknownBatch: 404,
+    StampConflict: 409,
+    BatchExists: 409,
+    InsufficientSample: 422,
+    OutOfRadius: 422,
+    BucketFull: 402,
+    InvalidChainState: 400,
+    InvalidReserveOption: 400,
+    InvalidSignature: 400,
+    InvalidStamp: 400,
+    InvalidChunk: 400,
+    InvalidProof: 400,
+    InvalidBatch: 400,
+    StoreFull: 507,  # no space: a full disk or LMDB map
+    StoreWriteFailed: 500,  # an I/O error: the node's trouble
 }
+
+
+def nearest(table: Mapping[type[BaseException], V], exc: BaseException) -> V | None:
+    """The value of the nearest class of ``exc`` (its own, then its bases in MRO order) in ``table``."""
+    for cls in type(exc).__mro__:
+        if cls in table:
+            return table[cls]
+    return None
 
 
 def status_text(status: int) -> str:
@@ -59,16 +87,34 @@ def status_text(status: int) -> str:
 
 def status_for(exc: BaseException) -> int:
     """HTTP status for a library error: the nearest listed class in its MRO, else 400."""
-    for cls in type(exc).__mro__:
-        status = _STATUS_BY_ERROR.get(cls.__name__)
-        if status is not None:
-            return status
-    return 400
+    status = nearest(STATUS_BY_ERROR, exc)
+    return 400 if status is None else status
 
 
 def json_body(payload: Any) -> bytes:
     """JSON the way the reference node writes it: compact keys, no HTML escaping, a newline."""
-    return (json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate that escaped ``printable``: still answer, escaped
+        log.warning("unencodable text in a JSON answer", extra={"fields": {"text": printable(text[:200])}})
+        return text.encode("utf-8", "backslashreplace")
+
+
+def printable(value: str) -> str:
+    """``value`` with everything outside printable ASCII escaped (``\\xNN`` for bytes the parser could not decode)."""
+    if value.isascii() and value.isprintable():
+        return value
+    out = []
+    for ch in value:
+        o = ord(ch)
+        if 0x20 <= o < 0x7F:
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:  # a raw byte carried through decoding by surrogateescape
+            out.append(f"\\x{o - 0xDC00:02x}")
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
 
 
 def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -77,7 +123,7 @@ def json_response(payload: Any, status: int = 200, headers: Mapping[str, str] | 
     return resp
 
 
-def error_payload(status: int, message: str | None = None, reasons: Iterable[Mapping[str, str]] | None = None) -> dict:
+def error_payload(status: int, message: str | None = None, reasons: Iterable[Mapping[str, str]] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"code": status, "message": message or status_text(status)}
     reasons = list(reasons or ())
     if reasons:
@@ -114,11 +160,19 @@ class ApiError(Exception):
         return error_response(self.status, self.message, self.reasons, self.headers)
 
 
+class SampleBusy(Exception):
+    """Another reserve sample is running and the wait for it ran out (503 with ``Retry-After``)."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"another reserve sample is running; retry in {retry_after} s")
+
+
 class ParamError(ApiError):
     """A bad path, query or header parameter: 400 with the reference node's reasons list."""
 
     def __init__(self, where: str, field: str, value: str, problem: str) -> None:
-        shown = value if len(value) <= 80 else value[:77] + "..."
+        shown = printable(value if len(value) <= 80 else value[:77]) + ("..." if len(value) > 80 else "")
         super().__init__(400, f"invalid {where} params", [{"field": field, "error": f"`{field}={shown}`: {problem}"}])
 
 
@@ -128,34 +182,3 @@ def swarm_error_response(exc: SwarmError, prefix: str | None = None) -> web.Resp
     if prefix:
         message = f"{prefix}: {message}"
     return error_response(status, message)
-
-
-# Passed through the middleware unchanged: they carry their own body.
-_PASS_THROUGH_STATUSES = range(200, 400)
-
-
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every failure into a JSON error; never let a traceback reach the client."""
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return exc.response()
-    except web.HTTPException as exc:
-        if exc.status in _PASS_THROUGH_STATUSES:
-            raise
-        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after", "www-authenticate")}
-        message = status_text(exc.status)
-        detail = (exc.text or "").strip()
-        if detail and not detail.startswith(f"{exc.status}:"):
-            message = f"{message}: {detail}"
-        return error_response(exc.status, message, headers=headers)
-    except SwarmError as exc:
-        return swarm_error_response(exc)
-    except (ConnectionResetError, TimeoutError) as exc:
-        # The client went away or a read timed out: nothing useful to answer.
-        log.info("request aborted", extra={"fields": {"path": request.path, "error": repr(exc)}})
-        return error_response(408, "request aborted")
-    except Exception:
-        log.exception("unhandled error", extra={"fields": {"method": request.method, "path": request.path}})
-        return error_response(500, "internal error")

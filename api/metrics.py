@@ -38,12 +38,30 @@ Store and HTTP metrics are this daemon's own: ``chunkstore_reserve_chunks``,
 at scrape time), ``chunkstore_chunk_puts_total{outcome}``,
 ``chunkstore_chunk_gets_total{outcome}``, ``chunkstore_http_requests_total{method,route,code}``,
 ``chunkstore_http_request_duration_seconds{method,route}``,
-``chunkstore_sample_in_progress``.
+``chunkstore_sample_in_progress``, and
+``chunkstore_writes_refused_total{reason}``: requests whose write the store
+could not commit, by cause (``disk_full``, ``map_full``: answered 507;
+``io_error``: answered 500).
+
+For the operator's dashboard and alert rules (``docker/``):
+``chunkstore_sample_window_seconds`` (the window a sample must finish in),
+``chunkstore_sample_full_reserve_estimate_seconds`` (how long a full
+2^22-chunk neighbourhood would take, projected from the last successful run
+exactly as ``/rchash?verbose=true``'s ``fullReserveEstimate``; NaN before),
+``chunkstore_reserve_bin_entries{bin}`` (stamp entries per proximity bin
+0..31 to the overlay), ``chunkstore_ready`` (1 while ``/readiness`` says
+ready; 0 during a ``--demo`` fill or while writes are refused), and the data dir's disk: ``chunkstore_data_dir_bytes`` (allocated by
+its files), ``chunkstore_filesystem_free_bytes`` and
+``chunkstore_filesystem_size_bytes``. Every labelled series an alert or
+panel selects exists from start-up (at 0), so a rule sees the first failure
+as an increase.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -52,12 +70,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-log = logging.getLogger("chunkstore.api")
+from .diskuse import disk_use
+from .samplelog import SampleLog, SampleRun
+
+log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # The reference node's buckets (180 s .. 1800 s) plus finer ones for small reserves.
 SAMPLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180, 300, 600, 900, 1200, 1500, 1800)
+UPLOAD_ROUTES = ("/chunks", "/soc/{owner}/{id}")
 HTTP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 # run-summary label -> attribute of the sampler's SampleStats (None: computed here)
@@ -108,6 +130,7 @@ class StoreCollector(Collector):
 
 
 REASONS = ("capacity", "expiry", "radius")
+WRITE_REFUSAL_REASONS = ("disk_full", "map_full", "io_error")
 HASH_BACKENDS = ("numba", "pysha3")
 
 
@@ -153,6 +176,12 @@ class ReserveCollector(Collector):
                                 value=float(status.capacity))
         yield GaugeMetricFamily("chunkstore_reserve_committed_depth", "Storage radius plus capacity doubling.",
                                 value=float(status.committed_depth))
+        bins = GaugeMetricFamily(
+            "chunkstore_reserve_bin_entries", "Reserve stamp entries per proximity bin to the overlay.", labels=["bin"]
+        )
+        for b, count in enumerate(status.bins):
+            bins.add_metric([str(b)], float(count))
+        yield bins
         evictions = dict(r.evictions)
         by_reason = CounterMetricFamily(
             "chunkstore_reserve_evictions", "Reserve entries evicted, by reason.", labels=["reason"]
@@ -170,8 +199,28 @@ class ReserveCollector(Collector):
                                   value=float(r.over_capacity_triggers))
 
 
+class DiskCollector(Collector):
+    """The data dir's allocated bytes and its file system's free and total bytes, read at scrape time."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = path
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            use = disk_use(self._path)
+        except OSError as exc:  # a vanished data dir must not break the scrape
+            log.warning("disk use unavailable for metrics", extra={"fields": {"error": repr(exc)}})
+            return
+        yield GaugeMetricFamily("chunkstore_data_dir_bytes", "Bytes allocated on disk by the data dir's files.",
+                                value=float(use.data_dir_bytes))
+        yield GaugeMetricFamily("chunkstore_filesystem_free_bytes",
+                                "Bytes available to the daemon on the data dir's file system.", value=float(use.free_bytes))
+        yield GaugeMetricFamily("chunkstore_filesystem_size_bytes", "Size of the data dir's file system in bytes.",
+                                value=float(use.size_bytes))
+
+
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, sampling_window: float = 585.0) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.sample_duration = Histogram(
@@ -195,6 +244,21 @@ class Metrics:
         self.sample_in_progress = Gauge(
             "chunkstore_sample_in_progress", "1 while a reserve sample is running.", registry=r
         )
+        self.sampling_window = sampling_window
+        self.sample_window = Gauge(
+            "chunkstore_sample_window_seconds", "Seconds a reserve sample has to finish in (the sampling window).",
+            registry=r,
+        )
+        self.sample_window.set(sampling_window)
+        self.sample_estimate = Gauge(
+            "chunkstore_sample_full_reserve_estimate_seconds",
+            "Projected seconds of a sample over a full 2^22-chunk neighbourhood, from the last successful run.",
+            registry=r,
+        )
+        self.sample_estimate.set(math.nan)  # unknown until a run measures a rate; 0 would read as "fast"
+        self.full_reserve_estimate: float | None = None  # seconds, the gauge's value once known
+        self.ready = Gauge("chunkstore_ready", "1 while the daemon answers ready on /readiness, else 0.", registry=r)
+        self.recent_samples = SampleLog()
         self.hash_mismatches = Counter(
             "chunkstore_hash_backend_mismatch",
             "Accelerated hashes that disagreed with the reference; each made a sample rerun on the reference.",
@@ -212,10 +276,21 @@ class Metrics:
             buckets=HTTP_BUCKETS,
             registry=r,
         )
+        for status in ("success", "failure"):  # a first failure must be an increase from 0 for the alert rules
+            self.sample_duration.labels(status)
+        self.writes_refused = Counter(
+            "chunkstore_writes_refused", "Writes the store could not commit, by cause.", ["reason"], registry=r
+        )
+        for reason in WRITE_REFUSAL_REASONS:
+            self.writes_refused.labels(reason)
         for outcome in ("stored", "duplicate", "rejected"):
             self.puts.labels(outcome)
         for outcome in ("hit", "miss"):
             self.gets.labels(outcome)
+        # The upload latency panel's series exist before the first upload: a series that first appears
+        # holding a burst of uploads shows Prometheus no increase, and rate() over it stays empty.
+        for route in UPLOAD_ROUTES:
+            self.http_duration.labels("POST", route)
 
     def attach_store(
         self, stats: Callable[[], Mapping[str, Any]], batch_count: Callable[[], int], reserve_size: bool = True
@@ -228,25 +303,39 @@ class Metrics:
     def attach_hash_backend(self, info: Callable[[], Mapping[str, Any]]) -> None:
         self.registry.register(HashBackendCollector(info))
 
+    def attach_disk(self, path: str | os.PathLike[str]) -> None:
+        self.registry.register(DiskCollector(path))
+
+    def attach_readiness(self, is_ready: Callable[[], bool]) -> None:
+        self.ready.set_function(lambda: 1.0 if is_ready() else 0.0)
+
+    def set_full_reserve_estimate(self, seconds: float | None) -> None:
+        """The projected full-neighbourhood sample of the last successful run (``/rchash?verbose=true``'s)."""
+        self.full_reserve_estimate = seconds
+        self.sample_estimate.set(math.nan if seconds is None else seconds)
+
     def record_sample(self, duration: float, stats: Any | None, ok: bool) -> None:
         """Record one sampling run like the reference node does (summary set on success and failure)."""
         self.sample_duration.labels("success" if ok else "failure").observe(duration)
+        iterated = float(getattr(stats, "total_iterated", 0) or 0) if stats is not None else 0.0
+        rate = iterated / duration if duration > 0 else 0.0
+        now = time.time()
+        self.recent_samples.add(SampleRun(now, duration, ok, int(iterated), rate))
         mismatches = int(getattr(stats, "hash_mismatches", 0) or 0)
         if mismatches > 0:
             self.hash_mismatches.inc(mismatches)
         if stats is not None:
-            iterated = float(getattr(stats, "total_iterated", 0) or 0)
             for label, attr in SUMMARY_FIELDS.items():
                 if label == "duration_seconds":
                     value = duration
                 elif label == "chunks_per_second":
-                    value = iterated / duration if duration > 0 else 0.0
+                    value = rate
                 else:
                     value = float(getattr(stats, attr or "", 0) or 0)
                 self.sample_summary.labels(label).set(value)
         else:
             self.sample_summary.labels("duration_seconds").set(duration)
-        self.sample_last_run.set(time.time())
+        self.sample_last_run.set(now)
 
     def observe_http(self, method: str, route: str, code: int, seconds: float) -> None:
         self.http_requests.labels(method, route, str(code)).inc()

@@ -1,8 +1,20 @@
-"""Parsing of path, query and header parameters into typed values or a 400 naming the field."""
+"""Parsing of path, query and header parameters into typed values or a 400 naming the field.
+
+Header values the daemon reads (``Swarm-*``, ``Authorization``,
+``Content-Type``, ``Origin``) must be printable ASCII; ``check_headers``
+refuses anything else with a 400 before a handler sees it. The HTTP parser
+hands on bytes 0x80-0xff (as latin-1 or as surrogate escapes), and nothing
+valid in these headers needs them: hex, decimal, tokens, media types and
+origins are ASCII. Paths and query strings arrive percent-decoded, possibly
+to non-ASCII text; every parser below accepts only its ASCII alphabet and
+shows a refused value escaped (``api.errors.printable``).
+"""
 
 from __future__ import annotations
 
-from .errors import ParamError
+from collections.abc import Mapping
+
+from .errors import ParamError, printable
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -44,3 +56,20 @@ def parse_go_bool(where: str, field: str, value: str) -> bool:
     if value in _GO_FALSE:
         return False
     raise ParamError(where, field, value, "invalid syntax")
+
+
+# Headers read by some handler or middleware, besides every ``Swarm-*`` one.
+READ_HEADERS = frozenset({"authorization", "content-type", "origin"})
+
+
+def header_ok(value: str) -> bool:
+    """Printable ASCII (and tabs): what every header value the daemon reads must be."""
+    return value.isascii() and all(" " <= c <= "~" or c == "\t" for c in value)
+
+
+def check_headers(headers: Mapping[str, str]) -> None:
+    """Refuse (400, naming the header) a read header whose value is not printable ASCII."""
+    for name, value in headers.items():
+        lower = name.lower()
+        if (lower.startswith("swarm-") or lower in READ_HEADERS) and not header_ok(value):
+            raise ParamError("header", printable(name), value, "must be printable ASCII")

@@ -9,37 +9,43 @@ durable exactly as with single puts.
 
 ``put_many`` is all or nothing, so when a group fails (one bad stamp, a slot
 conflict) its items are put again one by one and each request gets its own
-outcome; a bad upload never fails a good one.
+outcome; a bad upload never fails a good one. A write the store cannot
+commit (``StoreWriteFailed``: a full disk or map) is not retried: the items
+of shards committed before the failure are answered as stored (they are,
+whole), every other one gets the failure, and nothing more is written to a
+full disk for that group.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+
+from chunkstore.store.errors import StoreWriteFailed
+from chunkstore.store.store import ChunkStore, PutResult
 
 MAX_GROUP = 128
+Outcome = PutResult | BaseException  # each item's result, or the error its request raises
 
 
 class PutQueue:
-    def __init__(self, store: Any, executor: Executor, max_group: int = MAX_GROUP) -> None:
+    def __init__(self, store: ChunkStore, executor: Executor, max_group: int = MAX_GROUP) -> None:
         self._store = store
         self._executor = executor
         self._max_group = max_group
-        self._pending: list[tuple[bytes, bytes, bytes | None, asyncio.Future[Any]]] = []
+        self._pending: list[tuple[bytes, bytes, bytes | None, asyncio.Future[PutResult]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.groups = 0  # commits made (tests and metrics look at it)
         self.fallbacks = 0  # groups re-put one by one after an error
 
-    async def put(self, data: bytes, stamp: bytes, address: bytes | None = None) -> Any:
+    async def put(self, data: bytes, stamp: bytes, address: bytes | None = None) -> PutResult:
         """Store one chunk; the store's PutResult once durable.
 
         Without ``address`` the store reads the data as a CAC or a SOC, whichever
         the stamp fits; with it, the data must be the chunk at that address
         (such items are put singly: ``put_many`` takes no address).
         """
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
         self._pending.append((data, stamp, address, fut))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._drain())
@@ -53,24 +59,28 @@ class PutQueue:
             try:
                 outcomes = await loop.run_in_executor(self._executor, self._write, items)
             except BaseException as exc:  # the pool is gone (shutdown): fail this group, keep draining
-                outcomes = [(False, exc)] * len(group)
+                outcomes = [exc] * len(group)
             self.groups += 1
-            for (_, _, _, fut), (ok, value) in zip(group, outcomes, strict=True):
+            for (_, _, _, fut), outcome in zip(group, outcomes, strict=True):
                 if fut.done():
                     continue
-                if ok:
-                    fut.set_result(value)
+                if isinstance(outcome, BaseException):
+                    fut.set_exception(outcome)
                 else:
-                    fut.set_exception(value)
+                    fut.set_result(outcome)
 
-    def _write(self, items: list[tuple[bytes, bytes, bytes | None]]) -> list[tuple[bool, Any]]:
-        out: list[tuple[bool, Any] | None] = [None] * len(items)
+    def _write(self, items: list[tuple[bytes, bytes, bytes | None]]) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(items)
         plain = [i for i, (_, _, a) in enumerate(items) if a is None]
-        put_many: Callable[..., list[Any]] | None = getattr(self._store, "put_many", None)
-        if len(plain) > 1 and put_many is not None:
+        if len(plain) > 1:
             try:
-                for i, r in zip(plain, put_many([items[i][:2] for i in plain]), strict=True):
-                    out[i] = (True, r)
+                for i, r in zip(plain, self._store.put_many([items[i][:2] for i in plain]), strict=True):
+                    out[i] = r
+            except StoreWriteFailed as exc:
+                # The shards committed before the failure hold their items: those are stored.
+                for k, i in enumerate(plain):
+                    stored = exc.stored.get(k)
+                    out[i] = stored if isinstance(stored, PutResult) else exc
             except Exception:
                 self.fallbacks += 1  # someone's item is bad: give each its own answer below
         for i, (data, stamp, address) in enumerate(items):
@@ -78,7 +88,7 @@ class PutQueue:
                 continue
             try:
                 result = self._store.put(data, stamp) if address is None else self._store.put(data, stamp, address=address)
-                out[i] = (True, result)
+                out[i] = result
             except Exception as exc:
-                out[i] = (False, exc)
-        return out  # type: ignore[return-value]
+                out[i] = exc
+        return [o for o in out if o is not None]  # every item has its outcome by now

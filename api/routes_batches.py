@@ -21,30 +21,22 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.errors import SwarmError
+from chunkstore.reserve import ChainState, ReserveStore, batch_ttl
+from chunkstore.store.batchstore import Batch
+from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
+from chunkstore.swarm.constants import BATCH_ID_SIZE, ETH_ADDRESS_SIZE, MAX_BATCH_DEPTH, MAX_BUCKET_DEPTH, UINT64_MAX
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.transfer.batchfile import render_batch
 
 from .auth import require_admin
 from .errors import ApiError, json_response, status_for
 from .params import decode_hex
 from .routes_chainstate import current
 from .state import state_of
-from .storeapi import batch_ttl, make_batch
-
-MAX_BUCKET_DEPTH = 32
-UINT64_MAX = (1 << 64) - 1
 
 
-def render_batch(batch: Any, chain: Any = None, block_time: int = 5) -> dict[str, Any]:
-    return {
-        "batchID": bytes(batch.id).hex(),
-        "value": str(int(batch.value)),
-        "start": int(batch.start),
-        "owner": bytes(batch.owner).hex(),
-        "depth": int(batch.depth),
-        "bucketDepth": int(batch.bucket_depth),
-        "immutable": bool(batch.immutable),
-        "batchTTL": batch_ttl(int(batch.value), chain, block_time),
-    }
+def _render(batch: Batch, chain: ChainState | None, block_time: int) -> dict[str, Any]:
+    return render_batch(batch, batch_ttl(batch.value, chain, block_time))
 
 
 def _field_error(field: str, problem: str) -> ApiError:
@@ -87,9 +79,9 @@ def parse_batch_json(raw: bytes) -> dict[str, Any]:
             f"invalid batch: missing field(s) {', '.join(missing)}",
             [{"field": f, "error": "required"} for f in missing],
         )
-    batch_id = _hex_field(body, "batchID", 32)
-    owner = _hex_field(body, "owner", 20)
-    depth = _int_field(body, "depth", 0, 255)
+    batch_id = _hex_field(body, "batchID", BATCH_ID_SIZE)
+    owner = _hex_field(body, "owner", ETH_ADDRESS_SIZE)
+    depth = _int_field(body, "depth", 0, MAX_BATCH_DEPTH)
     bucket_depth = _int_field(body, "bucketDepth", 0, min(depth, MAX_BUCKET_DEPTH))
     immutable = body["immutable"]
     if not isinstance(immutable, bool):
@@ -109,16 +101,11 @@ def parse_batch_json(raw: bytes) -> dict[str, Any]:
     }
 
 
-def _get_batch(store: Any, batch_id: bytes) -> Any | None:
-    try:
-        return store.batches.get(batch_id)
-    except SwarmError as exc:
-        if status_for(exc) == 404:
-            return None
-        raise
+def _get_batch(store: ReserveStore, batch_id: bytes) -> Batch | None:
+    return store.batches.find(batch_id)
 
 
-def _upsert(store: Any, batch: Any) -> bool:
+def _upsert(store: ReserveStore, batch: Batch) -> bool:
     """Add or replace; True when the batch is new."""
     if _get_batch(store, batch.id) is None:
         store.batches.add(batch)
@@ -127,18 +114,20 @@ def _upsert(store: Any, batch: Any) -> bool:
     return False
 
 
-def _remove(store: Any, batch_id: bytes) -> bool:
-    if _get_batch(store, batch_id) is None:
+def _remove(store: ReserveStore, batch_id: bytes) -> bool:
+    """Remove a batch (or finish a removal a failed write left unfinished); False if unknown."""
+    try:
+        store.batches.remove(batch_id)
+    except UnknownBatch:
         return False
-    store.batches.remove(batch_id)
     return True
 
 
-def _list(store: Any) -> tuple[list[Any], Any]:
+def _list(store: ReserveStore) -> tuple[list[Batch], ChainState | None]:
     return store.batches.list(), current(store)
 
 
-def _get_with_chain(store: Any, batch_id: bytes) -> tuple[Any | None, Any]:
+def _get_with_chain(store: ReserveStore, batch_id: bytes) -> tuple[Batch | None, ChainState | None]:
     return _get_batch(store, batch_id), current(store)
 
 
@@ -146,7 +135,7 @@ async def list_batches(request: web.Request) -> web.Response:
     st = state_of(request)
     batches, chain = await st.run(_list, st.store)
     bt = st.config.block_time
-    return json_response({"batches": [render_batch(b, chain, bt) for b in batches]})
+    return json_response({"batches": [_render(b, chain, bt) for b in batches]})
 
 
 async def get_batch(request: web.Request) -> web.Response:
@@ -155,7 +144,7 @@ async def get_batch(request: web.Request) -> web.Response:
     batch, chain = await st.run(_get_with_chain, st.store, batch_id)
     if batch is None:
         raise ApiError(404, "batch not found")
-    return json_response(render_batch(batch, chain, st.config.block_time))
+    return json_response(_render(batch, chain, st.config.block_time))
 
 
 async def post_batch(request: web.Request) -> web.Response:
@@ -164,12 +153,14 @@ async def post_batch(request: web.Request) -> web.Response:
     raw = await request.read()
     fields = parse_batch_json(raw)
     try:
-        batch = make_batch(**fields)
+        batch = Batch(**fields)
         created = await st.run(_upsert, st.store, batch)
         chain = await st.run(current, st.store)
+    except StoreWriteFailed:
+        raise  # the node's trouble, not the batch's: the error middleware answers 507/500
     except SwarmError as exc:
         raise ApiError(status_for(exc), f"invalid batch: {exc}") from None
-    return json_response(render_batch(batch, chain, st.config.block_time), status=201 if created else 200)
+    return json_response(_render(batch, chain, st.config.block_time), status=201 if created else 200)
 
 
 async def delete_batch(request: web.Request) -> web.Response:

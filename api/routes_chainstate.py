@@ -19,22 +19,20 @@ counts down at ``currentPrice`` per block.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from aiohttp import web
 
-from chunkstore.errors import SwarmError
+from chunkstore.reserve import EMPTY_CHAINSTATE, ChainState, ReserveStore, parse_chainstate
+from chunkstore.swarm.errors import SwarmError
 
 from .auth import require_admin
 from .errors import ApiError, json_response
 from .state import state_of
-from .storeapi import EMPTY_CHAINSTATE, parse_chainstate
 
 
-def current(store: Any) -> Any:
-    """The store's chain state, or None (no reserve, or never set)."""
-    reserve = getattr(store, "reserve", None)
-    return None if reserve is None else reserve.chainstate
+def current(store: ReserveStore) -> ChainState | None:
+    """The store's chain state, or None (never set)."""
+    return store.reserve.chainstate
 
 
 async def get_chainstate(request: web.Request) -> web.Response:
@@ -55,10 +53,7 @@ async def post_chainstate(request: web.Request) -> web.Response:
         state = parse_chainstate(body)
     except SwarmError as exc:
         raise ApiError(400, f"invalid chain state: {exc}") from None
-    reserve = getattr(st.store, "reserve", None)
-    if reserve is None:
-        raise ApiError(501, "this store keeps no reserve")
-    await st.run(reserve.set_chainstate, state)
+    await st.run(st.store.reserve.set_chainstate, state)
     return json_response(state.to_json())
 
 

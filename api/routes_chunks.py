@@ -10,22 +10,24 @@ daemon holds no batch keys, so ``Swarm-Postage-Batch-Id`` alone is refused.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from aiohttp import web
 
-from chunkstore.bmt import SPAN_SIZE
-from chunkstore.cac import MAX_DATA_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
-from chunkstore.errors import SwarmError
-from chunkstore.soc import MAX_SOC_DATA_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
-from chunkstore.soc import verify_soc_signature
-from chunkstore.stamp import STAMP_SIZE
+from chunkstore.reserve import OutOfRadius, ReserveStore
+from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch
+from chunkstore.store.store import PutResult
+from chunkstore.swarm.constants import BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
+from chunkstore.swarm.constants import MAX_CAC_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
+from chunkstore.swarm.constants import MAX_SOC_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
+from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidSignature, InvalidStamp, SwarmError
+from chunkstore.swarm.soc import SOC, verify_soc_signature
 
-from .errors import ApiError, ParamError, json_response, status_for
+from .errors import ApiError, ParamError, json_response, nearest, status_for
+from .middleware import write_refused
 from .params import decode_hex, parse_uint
 from .state import state_of
 
-log = logging.getLogger("chunkstore.api")
+log = logging.getLogger(__name__)
 
 STAMP_HEADER = "Swarm-Postage-Stamp"
 BATCH_HEADER = "Swarm-Postage-Batch-Id"
@@ -67,46 +69,40 @@ async def read_body(request: web.Request, limit: int, too_large: str) -> bytes:
     return data
 
 
-def _check_batch(store: Any, batch_id: bytes) -> None:
-    batch = store.batches.get(batch_id)
-    if batch is None:
-        raise ApiError(404, f"batch with id not found: {batch_id.hex()}")
-
-
-def _build_soc(store: Any, owner: bytes, soc_id: bytes, sig: bytes, wrapped: bytes, stamp: bytes) -> Any:
+def _build_soc(store: ReserveStore, owner: bytes, soc_id: bytes, sig: bytes, wrapped: bytes, stamp: bytes) -> SOC:
     """The SOC of ``POST /soc`` after the reference's checks: batch known (404), signature by owner (401)."""
-    _check_batch(store, stamp[:32])
+    store.batches.get(stamp[:BATCH_ID_SIZE])  # UnknownBatch: 404
     try:
         return verify_soc_signature(owner, soc_id, sig, wrapped)
     except SwarmError as exc:
-        kind = type(exc).__name__
-        what = "invalid address" if kind == "InvalidSignature" else "invalid chunk"
+        what = "invalid address" if isinstance(exc, InvalidSignature) else "invalid chunk"
         raise ApiError(401, f"{what}: {exc}") from None
 
 
-# The reference node's wording for each store refusal; the store's reason follows it.
-_PUT_ERROR_PREFIX = {
-    "UnknownBatch": "batch with id not found",
-    "InvalidSignature": "stamp signature is invalid",
-    "InvalidStamp": "stamp is invalid",
-    "StampConflict": "stamp conflicts with a stored chunk",
-    "InvalidChunk": "create chunk error",
-    "BucketFull": "batch is overissued",
-    "OutOfRadius": "chunk is outside the storage radius",
+# The reference node's wording for each store refusal, by class (the nearest in the error's MRO); the
+# store's reason follows it.
+_PUT_ERROR_PREFIX: dict[type[BaseException], str] = {
+    UnknownBatch: "batch with id not found",
+    InvalidSignature: "stamp signature is invalid",
+    InvalidStamp: "stamp is invalid",
+    StampConflict: "stamp conflicts with a stored chunk",
+    InvalidChunk: "create chunk error",
+    BucketFull: "batch is overissued",
+    OutOfRadius: "chunk is outside the storage radius",
 }
 
 
-def _put_error(exc: SwarmError) -> ApiError:
+def _put_error(request: web.Request, exc: SwarmError) -> ApiError:
     """A store refusal as the reference words it, with the store's reason appended."""
-    status = status_for(exc)
-    prefix = _PUT_ERROR_PREFIX.get(type(exc).__name__, "chunk write error")
-    return ApiError(status, f"{prefix}: {exc}")
+    if isinstance(exc, StoreWriteFailed):  # no space (507) or an I/O error: the node's trouble, not the chunk's
+        return write_refused(request, exc)
+    prefix = nearest(_PUT_ERROR_PREFIX, exc) or "chunk write error"
+    return ApiError(status_for(exc), f"{prefix}: {exc}")
 
 
-def _created(request: web.Request, result: Any) -> web.Response:
+def _created(request: web.Request, result: PutResult) -> web.Response:
     st = state_of(request)
-    stored = bool(getattr(result, "stored", True))
-    st.metrics.puts.labels("stored" if stored else "duplicate").inc()
+    st.metrics.puts.labels("stored" if result.stored else "duplicate").inc()
     address = bytes(result.address)
     resp = json_response({"reference": address.hex()}, status=201)
     resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
@@ -121,9 +117,9 @@ async def post_chunk(request: web.Request) -> web.Response:
         if len(data) < SPAN_SIZE:
             raise ApiError(400, f"insufficient data length: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
         try:
-            result = await st.extras["puts"].put(data, stamp)
+            result = await st.puts.put(data, stamp)
         except SwarmError as exc:
-            raise _put_error(exc) from None
+            raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
@@ -145,16 +141,16 @@ async def post_soc(request: web.Request) -> web.Response:
             raise ApiError(400, f"short chunk data: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
         try:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
-            result = await st.extras["puts"].put(soc.data, stamp, address=soc.address)
+            result = await st.puts.put(soc.data, stamp, address=soc.address)
         except SwarmError as exc:
-            raise _put_error(exc) from None
+            raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
     return _created(request, result)
 
 
-def _get_or_none(store: Any, address: bytes) -> bytes | None:
+def _get_or_none(store: ReserveStore, address: bytes) -> bytes | None:
     try:
         return store.get(address)
     except SwarmError as exc:

@@ -32,23 +32,27 @@ above; ``reserveCapacityDoubling`` the configured doubling.
 
 ``/health`` always answers ``"ok"`` while the process serves; ``/readiness``
 answers ``"ready"`` (200) once the store is open and any ``--demo`` fill is
-done, ``"notReady"`` (400, as the reference does) before. ``version`` is this
-package's version; ``apiVersion`` the reference API version whose endpoints are
-served.
+done, ``"notReady"`` (400, as the reference does) before, and also while the
+store refuses writes (a full disk or LMDB map, an I/O error: the last write
+failed and none has succeeded since, or the full disk has not gained room
+yet); then ``"reason"`` says why. Reads and ``/rchash`` go on meanwhile.
+``version`` is this package's version; ``apiVersion`` the reference API
+version whose endpoints are served.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
+
+from chunkstore.reserve import ReserveStore
+from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
 from .metrics import CONTENT_TYPE
 from .state import API_VERSION, state_of
 
-UINT8_MAX = 255  # the reference keeps this radius in a uint8
 WELCOME = "chunkstore: Swarm chunk store (a subset of the Bee API)\n"
 
 
@@ -63,9 +67,17 @@ async def health(request: web.Request) -> web.Response:
 
 async def readiness(request: web.Request) -> web.Response:
     st = state_of(request)
-    if st.ready:
-        return json_response({"status": "ready", "version": st.version, "apiVersion": API_VERSION})
-    return json_response({"status": "notReady", "version": st.version, "apiVersion": API_VERSION}, status=400)
+    body = {"status": "ready", "version": st.version, "apiVersion": API_VERSION}
+    if not st.ready:
+        body["status"] = "notReady"
+        body["reason"] = "starting up (a --demo fill is running)"
+        return json_response(body, status=400)
+    refusal = await st.run(st.store.write_refusal)  # statvfs when refused: off the loop
+    if refusal is not None:
+        body["status"] = "notReady"
+        body["reason"] = f"writes refused ({refusal.reason}): {refusal.message}"
+        return json_response(body, status=400)
+    return json_response(body)
 
 
 @dataclass(frozen=True)
@@ -82,18 +94,15 @@ class ReserveNumbers:
     def batchstore_radius(self) -> int:
         """The reference batch store's radius: the least r with commitment <= capacity * 2^r."""
         r = 0
-        while r < UINT8_MAX and self.capacity << r < self.commitment:
+        while r < UINT8_MAX and self.capacity << r < self.commitment:  # the reference keeps r in a uint8
             r += 1
         return r
 
 
-def reserve_numbers(store: Any) -> ReserveNumbers:
+def reserve_numbers(store: ReserveStore) -> ReserveNumbers:
     """Everything ``/status`` and ``/reservestate`` show, read without scanning the chunks."""
     commitment = sum(1 << int(b.depth) for b in store.batches.list())
-    reserve = getattr(store, "reserve", None)
-    if reserve is None:  # a store without a reserve view: all of it is "within radius 0"
-        chunks = int(store.stats().get("chunks", 0))
-        return ReserveNumbers(chunks, chunks, 0, 0, 1 << 22, commitment, 0)
+    reserve = store.reserve
     status = reserve.status()
     chain = reserve.chainstate
     return ReserveNumbers(

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -35,18 +34,29 @@ from typing import Any
 from aiohttp import web
 
 from chunkstore import __version__
+from chunkstore.reserve import ChainState, InvalidChainState, ReserveOptions, ReserveStore, parse_chainstate
+from chunkstore.store.errors import StoreFormatError, StoreWriteFailed
 
 from .app import make_app
-from .config import Config, parse_config
+from .config import Config
 from .demo import fill_demo, write_private
 from .logs import setup_logging
 from .routes_daemon import log_hash_backend
-from .state import STATE
-from .storeapi import ChainState, InvalidChainState, open_store, parse_chainstate, reserve_options, store_format_error
+from .state import STATE, AppState
 
-log = logging.getLogger("chunkstore.server")
+log = logging.getLogger(__name__)
 
 OVERLAY_FILE = "overlay"
+
+
+def reserve_options(config: Config) -> ReserveOptions:
+    """The store's reserve settings from the daemon's ``Config``."""
+    return ReserveOptions(
+        capacity=config.reserve_capacity,
+        doubling=config.reserve_capacity_doubling,
+        minimum_radius=config.minimum_storage_radius,
+        min_evict_count=config.reserve_min_evict_count,
+    )
 
 
 class StartupError(Exception):
@@ -87,7 +97,7 @@ def load_chainstate(path: Path | None) -> ChainState | None:
         raise StartupError(f"{path} is not a chain state ({{block, totalAmount, currentPrice}}): {exc}", 2) from None
 
 
-async def serve(config: Config, store: Any, overlay: bytes, started: threading.Event | None = None) -> None:
+async def serve(config: Config, store: ReserveStore, overlay: bytes, started: threading.Event | None = None) -> None:
     """Serve until SIGTERM/SIGINT, then drain; the caller closes ``store`` afterwards."""
     app = make_app(store, config, overlay=overlay, ready=not config.demo)
     state = app[STATE]
@@ -159,7 +169,7 @@ async def serve(config: Config, store: Any, overlay: bytes, started: threading.E
         log.info("stopped", extra={"fields": {"data_dir": str(config.data_dir)}})
 
 
-async def drain(runner: web.AppRunner, state: Any, timeout: float) -> None:
+async def drain(runner: web.AppRunner, state: AppState, timeout: float) -> None:
     """Stop listening, then let the requests already in handlers finish (bodies still arriving included).
 
     aiohttp's own shutdown stops reading from connections at once, so an upload
@@ -174,12 +184,8 @@ async def drain(runner: web.AppRunner, state: Any, timeout: float) -> None:
         log.warning("drain timeout; cutting off the remaining requests", extra={"fields": {"in_flight": state.inflight}})
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``chunkstore serve``; returns the process exit code."""
-    try:
-        config = parse_config(sys.argv[1:] if argv is None else argv)
-    except SystemExit as exc:  # argparse: 2 on bad flags, 0 for --help
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+def run(config: Config) -> int:
+    """``chunkstore serve`` once its flags are parsed (api/cli.py); returns the process exit code."""
     setup_logging(config.log_format, config.log_level)
     log.info(
         "starting",
@@ -189,7 +195,6 @@ def main(argv: list[str] | None = None) -> int:
                           "sampling_window_s": config.sampling_window, "max_body": config.max_body}},
     )
     log_hash_backend()
-    format_error = store_format_error()
     try:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -202,21 +207,28 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as exc:
         log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
         return exc.code
+    except OSError as exc:  # e.g. no space for the overlay file on a full disk
+        log.error("cannot write to the data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
+        return 1
     try:
-        store = open_store(config.data_dir, shards=config.shards, overlay=overlay, reserve=reserve_options(config))
-    except format_error as exc:
+        store = ReserveStore(config.data_dir, config.shards, overlay=overlay, reserve=reserve_options(config),
+                             map_size=config.map_size)
+    except StoreFormatError as exc:
         log.error(
             "data dir holds a store this version cannot open; refusing to start",
             extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}},
         )
         return 2
-    except OSError as exc:
+    except (OSError, StoreWriteFailed) as exc:  # StoreWriteFailed: no space even for the open-time writes
         log.error("cannot open store", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 1
     code = 0
     try:
         if chainstate is not None:
-            store.reserve.set_chainstate(chainstate)
+            try:
+                store.reserve.set_chainstate(chainstate)
+            except StoreWriteFailed as exc:
+                raise StartupError(f"cannot store the chain state of {config.chainstate}: {exc}", 1) from None
             log.info("chain state loaded", extra={"fields": {"file": str(config.chainstate), **chainstate.to_json()}})
         asyncio.run(serve(config, store, overlay))
     except StartupError as exc:
@@ -234,6 +246,3 @@ def main(argv: list[str] | None = None) -> int:
             code = code or 1
     return code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

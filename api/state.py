@@ -1,40 +1,46 @@
-"""What the handlers of one app share: the store, settings, metrics and the thread pool."""
+"""What the handlers of one app share: the store, settings, metrics, the thread pool, the write queue,
+the sample coordinator, the reserve worker and the per-batch entry counts."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
 
+from chunkstore.reserve import ReserveStore, ReserveWorker
+
+from .batchshare import BatchEntriesCache
 from .config import Config
 from .metrics import Metrics
+from .putqueue import PutQueue
+from .sampling import SampleCoordinator, SampleFn
 
 T = TypeVar("T")
-
-# (anchor, depth, consensus_time_ns) -> the sampler's SampleResult
-SampleFn = Callable[[bytes, int, int], Awaitable[Any]]
 
 API_VERSION = "8.1.0"  # the reference node's OpenAPI version whose endpoints this daemon serves
 
 
 @dataclass
 class AppState:
-    store: Any
+    store: ReserveStore
     config: Config
     overlay: bytes
     metrics: Metrics
     executor: ThreadPoolExecutor
     sample_fn: SampleFn
+    puts: PutQueue  # group commit of uploads
+    sampler: SampleCoordinator  # one /rchash sample at a time
+    reserve_worker: ReserveWorker | None  # eviction and expiry, for a writable store
+    batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     version: str = "0.0.0"
     ready: bool = True
     started_at: float = field(default_factory=time.time)
-    extras: dict[str, Any] = field(default_factory=dict)
     inflight: int = 0  # requests inside the handlers now
     draining: bool = False  # set on SIGTERM: answers carry Connection: close
     _idle: asyncio.Event | None = None

@@ -2,7 +2,7 @@
 
     python bench/bench_api.py [--requests 400] [--levels 1,16,64] [--json out.json]
 
-Starts ``python -m api.server`` on a temporary data dir and a free port
+Starts ``python -m api.cli serve`` on a temporary data dir and a free port
 (nothing else is touched), registers a batch, and measures:
 
 - ``POST /chunks`` with pre-signed 4 KiB CACs: requests/s, p50, p99 at each
@@ -12,7 +12,7 @@ Starts ``python -m api.server`` on a temporary data dir and a free port
   of the uploaded reserve run back to back.
 
 Baseline, measured in the same run: the same operations called directly on a
-``ChunkStore`` in this process (one ``put`` after another, then ``get``), on
+``ReserveStore`` in this process (one ``put`` after another, then ``get``), on
 its own temporary directory; the tables give each HTTP rate as a ratio of it.
 
 Every phase is bounded by ``--requests`` and the whole run by ``--time-limit``.
@@ -36,30 +36,23 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from benchlib import percentile
+
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.signer import Signer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
-
 DEPTH, BUCKET_DEPTH = 22, 16
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
 class Daemon:
     def __init__(self, data_dir: str, workers: int | None, extra: tuple[str, ...] = (), start_timeout: float = 120) -> None:
-        cmd = [sys.executable, "-m", "api.server", "--data-dir", data_dir, "--port", "0", "--log-format", "json", *extra]
+        cmd = [sys.executable, "-m", "api.cli", "serve", "--data-dir", data_dir, "--port", "0", "--log-format", "json",
+               *extra]  # fmt: skip
         if workers:
             cmd += ["--workers", str(workers)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -88,15 +81,11 @@ class Daemon:
 
 
 def make_uploads(n: int, signer: Signer, batch_id: bytes) -> list[tuple[bytes, bytes, bytes]]:
-    slots: dict[int, int] = {}
+    issuer = StampIssuer(signer, batch_id, DEPTH, BUCKET_DEPTH)
     out = []
     for _ in range(n):
         address, data = make_cac(os.urandom(4096))
-        bucket = bucket_of(address, BUCKET_DEPTH)
-        pos = slots.get(bucket, 0)
-        slots[bucket] = pos + 1
-        stamp = sign_stamp(signer, address, batch_id, bucket, pos, time.time_ns()).to_bytes()
-        out.append((address, data, stamp))
+        out.append((address, data, issuer.stamp(address).to_bytes()))
     return out
 
 
@@ -106,7 +95,7 @@ def direct_baseline(n: int) -> dict[str, float]:
     batch_id = keccak256(b"bench-direct", os.urandom(16))
     uploads = make_uploads(n, signer, batch_id)
     with tempfile.TemporaryDirectory(prefix="bench-api-direct-") as d:
-        store = ChunkStore(d)
+        store = ReserveStore(d)
         try:
             store.batches.add(Batch(batch_id, signer.address, DEPTH, BUCKET_DEPTH, False, 10**9, 0))
             t0 = time.perf_counter()

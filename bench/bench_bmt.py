@@ -5,8 +5,8 @@ Full 4096-byte chunks (the worst case: no zero subtrees to skip), plain
 sampler's transformed address). Methods:
 
   naive      a new keccak object per node over concatenated bytes -- the baseline
-  reference  chunkstore.bmt.chunk_hash (safe-pysha3, level-at-a-time)
-  numba-1    chunkstore.hashing batch call, --batch rows per call, one thread,
+  reference  chunkstore.swarm.bmt.reference.chunk_hash (safe-pysha3, level-at-a-time)
+  numba-1    chunkstore.swarm.bmt.backend batch call, --batch rows per call, one thread,
              scalar permutation only (one keccak at a time)
   numba      the same with the default kernel: wide tree levels 8 pairs per
              vectorised permutation
@@ -17,7 +17,7 @@ single-lane limit (see bench_keccak.py): L = (fastest single keccak calls/s)
 * cores / 128 chunks/s, and the numba path against it; the whole sampler's
 target is >= 0.9 L with 2 processes.
 
-Run: ``PYTHONPATH=. python bench/bench_bmt.py [--seconds S] [--quick] [--batch N] [--threads T]``.
+Run: ``python bench/bench_bmt.py [--seconds S] [--quick] [--batch N] [--threads T]``.
 """
 
 from __future__ import annotations
@@ -25,22 +25,17 @@ from __future__ import annotations
 import argparse
 import resource
 import statistics
-import sys
 import threading
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
+from benchlib import CALLS_PER_CHUNK, cores, rate, single_lane_limit
 from sha3 import keccak_256
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_keccak, when run from elsewhere
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # chunkstore without PYTHONPATH
-
-from bench_keccak import CALLS_PER_CHUNK, cores, rate, single_lane_limit  # noqa: E402
-
-from chunkstore import bmt, hashing  # noqa: E402
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.bmt import reference as bmt
 
 PAYLOAD = 4096
 DATA = 8 + PAYLOAD

@@ -27,24 +27,17 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload
 
-from bench_store import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload  # noqa: E402
-
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.proximity import proximity  # noqa: E402
-from chunkstore.reserve import ReserveOptions  # noqa: E402
-from chunkstore.reserve_worker import ReserveWorker  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
+from chunkstore.reserve import ReserveOptions, ReserveStore, ReserveWorker
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.proximity import proximity
+from chunkstore.swarm.signer import Signer
 
 OVERLAY = bytes.fromhex("9e" + "51" * 31)
 UPLOAD_PO = 4
@@ -52,19 +45,16 @@ UPLOAD_PO = 4
 
 def upload_set(n: int, seed: int, first_position: int) -> list[tuple[bytes, bytes]]:
     """(data, stamp) of ``n`` fresh full chunks with proximity >= UPLOAD_PO to the overlay."""
-    signer = Signer(KEY)
+    positions = range(first_position, 1 << (DEPTH - BUCKET_DEPTH))
+    issuer = StampIssuer(Signer(KEY), BATCH_ID, DEPTH, BUCKET_DEPTH, positions=positions)
     rng = random.Random(seed)
-    used: dict[int, int] = {}
     out = []
     while len(out) < n:
         data = rng.randbytes(4096)
         addr, chunk = make_cac(data)
         if proximity(OVERLAY, addr) < UPLOAD_PO:
             continue
-        bucket = bucket_of(addr, BUCKET_DEPTH)
-        pos = used.get(bucket, first_position)
-        used[bucket] = pos + 1
-        out.append((chunk, sign_stamp(signer, addr, BATCH_ID, bucket, pos, 1_800_000_000_000_000_000 + len(out)).to_bytes()))
+        out.append((chunk, issuer.stamp(addr, timestamp_ns=1_800_000_000_000_000_000 + len(out)).to_bytes()))
     return out
 
 
@@ -72,14 +62,14 @@ def fill(path: str, n: int, shards: int) -> None:
     made = chunks(n)
     batch = Batch(BATCH_ID, Signer(KEY).address, DEPTH, BUCKET_DEPTH, False, 10**15, 0)
     t = time.perf_counter()
-    with ChunkStore(path, shards, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
+    with ReserveStore(path, shards, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
         store.batches.add(batch)
         for lo in range(0, n, 1000):
             store.put_many([(make_cac(payload(i))[1], stamp) for i, (_, stamp) in enumerate(made[lo : lo + 1000], lo)])
     print(f"filled {n} chunks in {time.perf_counter() - t:.1f}s")
 
 
-def latencies(store: ChunkStore, items: list[tuple[bytes, bytes]], until: object = None) -> list[float]:
+def latencies(store: ReserveStore, items: list[tuple[bytes, bytes]], until: object = None) -> list[float]:
     """Put items one by one, timing each; stop early once ``until()`` is true."""
     out = []
     for data, stamp in items:
@@ -110,7 +100,7 @@ def evict(
     is not the eviction rate). Uploads stop at that moment too.
     """
     opts = ReserveOptions(capacity=capacity, min_evict_count=min_evict, evict_step=step, evict_yield=evict_yield)
-    with ChunkStore(path, overlay=OVERLAY, reserve=opts) as store:
+    with ReserveStore(path, overlay=OVERLAY, reserve=opts) as store:
         before = store.reserve.status()
         worker = ReserveWorker(store.reserve)
         done_at: list[float] = []
@@ -162,7 +152,7 @@ def main() -> None:
         shutil.copytree(base, copy)
 
         print("uploads, no eviction:")
-        with ChunkStore(base, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
+        with ReserveStore(base, overlay=OVERLAY, reserve=ReserveOptions(capacity=1 << 30)) as store:
             quiet = latencies(store, pool[: args.uploads])
         p_quiet = describe("single put", quiet)
 

@@ -29,7 +29,7 @@ content (depth 0) with ``sampler.reserve_sample`` and reports
   transformed-address call per chunk, insertion into the sorted sample with
   stamp checks for items that could enter. Its hash must equal the sample's.
 
-Run: ``PYTHONPATH=. python bench/bench_sample.py --chunks 200000``
+Run: ``python bench/bench_sample.py --chunks 200000``
 (the first run builds the store: about 0.4 ms per chunk). With
 ``PYTHONPATH`` naming another checkout, the same measurement runs that
 tree's sampler (a before/after comparison).
@@ -55,11 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_keccak import (  # noqa: E402
+from benchlib import (
     CALLS_PER_CHUNK,
+    cache_dir,
     cores,
     kernel_bound,
     lane_permutation_rate,
@@ -68,17 +66,18 @@ from bench_keccak import (  # noqa: E402
     single_lane_limit,
 )
 
-from chunkstore import hashing  # noqa: E402
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.soc import make_soc  # noqa: E402
-from chunkstore.stamp import Stamp, bucket_of, sign_stamp, validate_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
-from sampler import InsufficientSample, reserve_sample, sample_hash  # noqa: E402
-from sampler.items import SAMPLE_SIZE, SampleItem, transformed_address  # noqa: E402
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.constants import SAMPLE_SIZE
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.signer import Signer
+from chunkstore.swarm.soc import make_soc
+from chunkstore.swarm.stamp import Stamp, validate_stamp
+from sampler import InsufficientSample, reserve_sample, sample_hash
+from sampler.items import SampleItem, transformed_address
 
-CACHE = Path(__file__).resolve().parent / ".cache"
 FORMAT = 1  # bump when the cached store's recipe changes
 BASE_TIME = 1_700_000_000_000_000_000
 BATCH_DEPTH, BUCKET_DEPTH = 30, 16
@@ -97,10 +96,10 @@ def build_store(path: Path, n: int, shards: int, soc_fraction: float, seed: int 
     rng = np.random.default_rng(seed)
     signer = _signer()
     batch = _batch()
-    slots: dict[int, int] = {}
+    issuer = StampIssuer(signer, batch.id, batch.depth, batch.bucket_depth)
     tmp = path.with_suffix(".building")
     shutil.rmtree(tmp, ignore_errors=True)
-    store = ChunkStore(tmp, shards=shards)
+    store = ReserveStore(tmp, shards=shards)
     store.batches.add(batch)
     rows = 512
     buf = np.zeros((rows, 4104), np.uint8)
@@ -120,10 +119,7 @@ def build_store(path: Path, n: int, shards: int, soc_fraction: float, seed: int 
             if rng.random() < soc_fraction:
                 soc = make_soc(signer, rng.bytes(32), data)
                 address, data = soc.address, soc.data
-            bucket = bucket_of(address, BUCKET_DEPTH)
-            pos = slots.get(bucket, 0)
-            slots[bucket] = pos + 1
-            puts.append((data, sign_stamp(signer, address, batch.id, bucket, pos, BASE_TIME + done + i)))
+            puts.append((data, issuer.stamp(address, timestamp_ns=BASE_TIME + done + i)))
         store.put_many(puts)
         done += m
         if sys.stderr.isatty():
@@ -138,11 +134,7 @@ def build_store(path: Path, n: int, shards: int, soc_fraction: float, seed: int 
 
 
 def cached_store(n: int, shards: int, soc_fraction: float, rebuild: bool) -> tuple[Path, bool]:
-    CACHE.mkdir(exist_ok=True)
-    ignore = CACHE / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("*\n")  # the cache is local scratch, never part of the repository
-    path = CACHE / f"store-n{n}-s{shards}-soc{int(soc_fraction * 100)}-f{FORMAT}"
+    path = cache_dir() / f"store-n{n}-s{shards}-soc{int(soc_fraction * 100)}-f{FORMAT}"
     if rebuild or not (path / "COMPLETE").exists():
         build_store(path, n, shards, soc_fraction)
         return path, True
@@ -163,7 +155,7 @@ class EagerChunk:
     timestamp: int
 
 
-def baseline_sample(store: ChunkStore, anchor: bytes, depth: int, consensus: int) -> tuple[list[SampleItem], int]:
+def baseline_sample(store: ReserveStore, anchor: bytes, depth: int, consensus: int) -> tuple[list[SampleItem], int]:
     """One process, eager ``store.get`` of every chunk, one hash call per chunk, insertion sort."""
     items: list[SampleItem] = []
     batches = {b.id: b for b in store.batches.list()}
@@ -419,7 +411,7 @@ def main() -> int:
     anchor = keccak256(b"bench anchor")
     consensus = BASE_TIME + 10**15
 
-    with ChunkStore(path, readonly=True) as store:
+    with ReserveStore(path, readonly=True) as store:
         # Warm the pool (process start, kernel load) on an empty neighbourhood: not part of a sample's cost.
         try:
             reserve_sample(store, anchor, 31, consensus, workers=args.workers)

@@ -52,21 +52,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+from bench_api import Daemon
+from bench_sample import MemoryPoller, drop_page_cache
+from benchlib import CACHE, CALLS_PER_CHUNK, cores, percentile, single_lane_limit
 
-import numpy as np  # noqa: E402
-from bench_api import Daemon, percentile  # noqa: E402
-from bench_keccak import CALLS_PER_CHUNK, cores, single_lane_limit  # noqa: E402
-from bench_sample import MemoryPoller, drop_page_cache  # noqa: E402
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.signer import Signer
+from chunkstore.transfer.batchfile import dump_batches
 
-from chunkstore.batchfile import dump_batches  # noqa: E402
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "bench" / ".cache"
 FORMAT = 1  # bump when the recipe changes
 BASE_TIME = 1_700_000_000_000_000_000
 BATCHES = 4
@@ -95,10 +90,10 @@ def _make(task: int, lo: int, hi: int, soc_fraction: float) -> bytes:
     """zstd frame of the tar entries of chunks lo..hi-1 (each its own stamp)."""
     import zstandard
 
-    from chunkstore import hashing
-    from chunkstore import tarformat as tarf
-    from chunkstore.soc import make_soc
-    from chunkstore.stamp import bucket_of, sign_stamp
+    from chunkstore.swarm.bmt import backend as hashing
+    from chunkstore.swarm.soc import make_soc
+    from chunkstore.swarm.stamp import bucket_of, sign_stamp
+    from chunkstore.transfer import tarformat as tarf
 
     if (task + 1) * SLOTS_PER_TASK > 1 << (DEPTH - BUCKET_DEPTH):
         raise RuntimeError(f"generator task {task}: positions beyond the batch depth {DEPTH}")

@@ -4,14 +4,13 @@
 
 Chunks are full 4096-byte CACs, stamped with a fixed key in one batch. Making
 them costs a BMT hash and a signature each, so their addresses and stamps are
-cached in bench/.cache/ (payloads are re-derived from a seed). Every store
+cached in bench/.cache/ (payloads are re-derived from a seed; benchlib.py). Every store
 figure is measured in the same run as its baseline (``get`` for ``get_into``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import random
 import shutil
@@ -19,60 +18,15 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from concurrent.futures import ProcessPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from benchlib import BATCH_ID, BUCKET_DEPTH, DEPTH, KEY, chunks, payload
 
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.cac import make_cac  # noqa: E402
-from chunkstore.shard import ShardReader  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import STAMP_SIZE, bucket_of, parse_stamp, sign_stamp  # noqa: E402
-from chunkstore.store import ChunkStore  # noqa: E402
-
-KEY = hashlib.sha256(b"bench_store batch owner").digest()
-BATCH_ID = hashlib.sha256(b"bench_store batch").digest()
-DEPTH, BUCKET_DEPTH = 32, 16  # 65536 positions per bucket: room for every worker range
-CACHE = os.path.join(ROOT, "bench", ".cache")
-
-
-def payload(i: int) -> bytes:
-    return random.Random(i).randbytes(4096)
-
-
-def _make(lo: int, hi: int) -> list[tuple[bytes, bytes]]:
-    signer = Signer(KEY)
-    out, used = [], {}
-    for i in range(lo, hi):
-        addr, _ = make_cac(payload(i))
-        bucket = bucket_of(addr, BUCKET_DEPTH)
-        # Positions per (worker range, bucket): each 4096-chunk range gets its own 64
-        # positions of every bucket (a range puts only a handful into one bucket).
-        pos = used.get(bucket, (lo // 4096) * 64)
-        used[bucket] = pos + 1
-        out.append((addr, sign_stamp(signer, addr, BATCH_ID, bucket, pos, 1_700_000_000_000_000_000 + i).to_bytes()))
-    return out
-
-
-def chunks(n: int) -> list[tuple[bytes, bytes]]:
-    """(address, stamp) of chunks 0..n-1, from the cache or made in parallel."""
-    path = os.path.join(CACHE, f"chunks-{n}.bin")
-    rec = 32 + STAMP_SIZE
-    if os.path.exists(path):
-        raw = open(path, "rb").read()
-        if len(raw) == n * rec:
-            return [(raw[i : i + 32], raw[i + 32 : i + rec]) for i in range(0, len(raw), rec)]
-    t = time.perf_counter()
-    step = 4096
-    with ProcessPoolExecutor() as pool:
-        parts = pool.map(_make, range(0, n, step), [min(n, lo + step) for lo in range(0, n, step)])
-        out = [item for part in parts for item in part]
-    os.makedirs(CACHE, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(b"".join(a + s for a, s in out))
-    print(f"made {n} stamped chunks in {time.perf_counter() - t:.1f}s (cached in {path})")
-    return out
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.batchstore import Batch
+from chunkstore.store.shard import ShardReader
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.signer import Signer
+from chunkstore.swarm.stamp import parse_stamp
 
 
 def rate(label: str, n: int, seconds: float, unit: str = "ops") -> float:
@@ -120,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.dir or tempfile.mkdtemp(prefix="bench_store_")
     print(f"store in {workdir}: {n} chunks of 4104 bytes, {args.shards} shards, python {sys.version.split()[0]}")
     try:
-        with ChunkStore(workdir, args.shards) as store:
+        with ReserveStore(workdir, args.shards) as store:
             owner = Signer(KEY).address
             store.batches.add(Batch(BATCH_ID, owner, DEPTH, BUCKET_DEPTH, False, 10**18, 0))
             single = min(args.single, n)

@@ -31,18 +31,15 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
+from benchlib import cache_dir
 
-import numpy as np  # noqa: E402
+from chunkstore.store.batchstore import Batch
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.postage import StampIssuer
+from chunkstore.swarm.signer import Signer
+from chunkstore.transfer.batchfile import dump_batches
 
-from chunkstore.batchfile import dump_batches  # noqa: E402
-from chunkstore.batchstore import Batch  # noqa: E402
-from chunkstore.keccak import keccak256  # noqa: E402
-from chunkstore.signer import Signer  # noqa: E402
-from chunkstore.stamp import bucket_of, sign_stamp  # noqa: E402
-
-CACHE = os.path.join(ROOT, "bench", ".cache")
 FORMAT = 1  # bump when the cached tar's recipe changes
 BASE_TIME = 1_700_000_000_000_000_000
 DEPTH, BUCKET_DEPTH = 30, 16
@@ -60,9 +57,9 @@ def _batch() -> Batch:
 
 def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
     """Tar entries (headers, records, padding) of chunks lo..hi-1."""
-    from chunkstore import hashing
-    from chunkstore import tarformat as tarf
-    from chunkstore.soc import make_soc
+    from chunkstore.swarm.bmt import backend as hashing
+    from chunkstore.swarm.soc import make_soc
+    from chunkstore.transfer import tarformat as tarf
 
     rng = np.random.default_rng(lo)
     signer = _signer()
@@ -73,7 +70,7 @@ def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
     buf[:, 8:] = rng.integers(0, 256, size=(n, 4096), dtype=np.uint8)
     out = np.zeros((n, 32), np.uint8)
     hashing.bmt_hashes(buf, np.full(n, 4104, np.int64), np.zeros(n, np.int64), b"", out)
-    used: dict[int, int] = {}
+    issuer = StampIssuer(signer, batch.id, DEPTH, BUCKET_DEPTH, positions=range((lo // STEP) * 64, 1 << (DEPTH - BUCKET_DEPTH)))
     parts = []
     for i in range(n):
         data = buf[i].tobytes()
@@ -81,10 +78,7 @@ def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
         if rng.random() < soc_fraction:
             soc = make_soc(signer, rng.bytes(32), data)
             address, data = soc.address, soc.data
-        bucket = bucket_of(address, BUCKET_DEPTH)
-        pos = used.get(bucket, (lo // STEP) * 64)
-        used[bucket] = pos + 1
-        stamp = sign_stamp(signer, address, batch.id, bucket, pos, BASE_TIME + lo + i).to_bytes()
+        stamp = issuer.stamp(address, timestamp_ns=BASE_TIME + lo + i).to_bytes()
         size = 4 + len(data) + len(stamp)
         parts += [tarf.encode_header(address.hex().encode(), size), len(data).to_bytes(4, "big"), data, stamp,
                   bytes(tarf.padding(size))]
@@ -93,8 +87,7 @@ def _make(lo: int, hi: int, soc_fraction: float) -> bytes:
 
 def source_tar(n: int, soc_fraction: float) -> str:
     """The reference node's export of n chunks, from the cache or made in parallel."""
-    os.makedirs(CACHE, exist_ok=True)
-    path = os.path.join(CACHE, f"transfer-n{n}-soc{int(soc_fraction * 100)}-f{FORMAT}.tar")
+    path = os.path.join(cache_dir(), f"transfer-n{n}-soc{int(soc_fraction * 100)}-f{FORMAT}.tar")
     if os.path.exists(path):
         return path
     t = time.perf_counter()
@@ -112,7 +105,7 @@ def source_tar(n: int, soc_fraction: float) -> str:
 
 def _child_import(args: argparse.Namespace) -> None:
     """Run one import in this (child) process and print its figures as JSON."""
-    from chunkstore.importer import import_reserve
+    from chunkstore.transfer.importer import import_reserve
 
     report = import_reserve(args.store, args.source, batches=[_batch()], workers=args.workers,
                             memory_budget=args.memory_budget * MiB, show_progress=False)
@@ -129,10 +122,10 @@ def _child_import(args: argparse.Namespace) -> None:
 
 def _child_naive(args: argparse.Namespace) -> None:
     """The baseline: parse the tar with tarfile and put each entry (validated, one durable commit each)."""
-    from chunkstore.importbudget import peak_rss_bytes
-    from chunkstore.store import ChunkStore
+    from chunkstore.reserve import ReserveStore
+    from chunkstore.transfer.budget import peak_rss_bytes
 
-    with ChunkStore(args.store) as store, tarfile.open(args.source) as tar:
+    with ReserveStore(args.store) as store, tarfile.open(args.source) as tar:
         store.batches.add(_batch())
         n = 0
         t = time.perf_counter()
@@ -189,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         _child_naive(args)
         return 0
 
-    from chunkstore.exporter import export_reserve
-    from chunkstore.importer import default_workers
+    from chunkstore.transfer.exporter import export_reserve
+    from chunkstore.transfer.importer import default_workers
 
     n = args.chunks
     workers = default_workers() if args.workers is None else args.workers
@@ -242,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             state = "under" if peak < args.memory_budget else "OVER"
             print(f"import {name}: peak RSS {peak:.0f} MiB, {state} the budget of {args.memory_budget} MiB")
         if args.verify:
-            from chunkstore.verify import verify_store
+            from chunkstore.store.verify import verify_store
 
             t = time.perf_counter()
             report = verify_store(os.path.join(work, "from-snap"))

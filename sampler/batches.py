@@ -1,24 +1,11 @@
-"""The sampler's view of the store's batch registry."""
+"""Which batches a sample leaves out: those valued below the minimum balance."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from chunkstore.errors import SwarmError
+from .source import BatchRegistry
 
 
-def find_batch(batches: Any, batch_id: bytes) -> Any | None:
-    """The live batch with this id, or None (``find`` where the registry has it, else ``get``)."""
-    find = getattr(batches, "find", None)
-    if find is not None:
-        return find(batch_id)
-    try:
-        return batches.get(batch_id)
-    except (SwarmError, KeyError):
-        return None
-
-
-def below_balance_batches(batches: Any, min_batch_balance: int | None) -> frozenset[bytes]:
+def below_balance_batches(batches: BatchRegistry, min_batch_balance: int | None) -> frozenset[bytes]:
     """Ids of the batches whose value is below ``min_batch_balance`` (none when it is None)."""
     if min_batch_balance is None:
         return frozenset()

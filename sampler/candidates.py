@@ -74,7 +74,7 @@ class CandidateSet:
             tie = ep == self._after_prefix
             self.beyond += int(np.count_nonzero(above))
             mask = (above | tie) & (ep <= self._threshold_prefix)
-            for j in np.flatnonzero(tie):
+            for j in np.flatnonzero(tie).tolist():
                 r = entry_rows[j]
                 if (bytes(taddrs[r]), entry_batches[j]) > self.after:
                     self.beyond += 1
@@ -121,22 +121,22 @@ class CandidateSet:
             tie = ep == self._after_prefix
             self.beyond += int(np.count_nonzero(above))
             mask = (above | tie) & (ep <= self._threshold_prefix)
-            for j in np.flatnonzero(tie):
-                r = ent_row[j]
-                if (taddrs[r].tobytes(), ent_batch[j].tobytes()) > self.after:
+            for t in np.flatnonzero(tie).tolist():
+                tied = int(ent_row[t])
+                if (taddrs[tied].tobytes(), ent_batch[t].tobytes()) > self.after:
                     self.beyond += 1
         picked = np.flatnonzero(mask)
         if picked.size == 0:
             return
         items = self._items
         for j in picked.tolist():
-            r = int(ent_row[j])
-            key = (taddrs[r].tobytes(), ent_batch[j].tobytes())
+            row = int(ent_row[j])
+            key = (taddrs[row].tobytes(), ent_batch[j].tobytes())
             if not self._above_after(key):
                 continue
             if self._threshold is not None and key >= self._threshold:
                 continue
-            items.append((key[0], key[1], row_addr[r].tobytes(), int(row_type[r])))
+            items.append((key[0], key[1], row_addr[row].tobytes(), int(row_type[row])))
             if len(items) >= 2 * self.k:
                 # Trim as it goes: a first block offers thousands of entries below the (unset) threshold.
                 self._trim()

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from chunkstore.keccak_numba import _jit
+from chunkstore.store.layout import HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
+from chunkstore.swarm.bmt.numba_kernels import _jit
+from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 
 from .lmdbfile import (
     E_NODE,
@@ -51,11 +53,10 @@ from .lmdbfile import (
     sys_preadv2,
 )
 
-ADDRESS = 32
-STAMP_KEY = 72
-STAMP_VALUE = 74
-CAC, SOC = 1, 2
-HEAD_SIZE = 4080
+ADDRESS = ADDRESS_SIZE
+STAMP_KEY = STAMP_KEY_SIZE
+STAMP_VALUE = STAMP_VALUE_SIZE
+CAC, SOC = int(ChunkType.CAC), int(ChunkType.SOC)
 DATA_AT = 24  # where a row's data starts: room before it for an overflow page's 16-byte header
 MISSING, INLINE, OVERFLOW, COPIED = 0, 1, 2, 3  # COPIED: an inline tail already copied out of its leaf
 TAIL_ROOM = 256  # bytes of a row's tail kept with the block (a full chunk's tail is 24, a SOC's up to 121)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from chunkstore.errors import SwarmError
+from typing import Any, Self
+
+from chunkstore.swarm.errors import SwarmError
 
 
 class InsufficientSample(SwarmError):
@@ -16,7 +18,7 @@ class InsufficientSample(SwarmError):
             f"insufficient sample: found {found} eligible chunk(s) in the neighbourhood; {needed} are needed"
         )
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
         # Pickle by constructor arguments (the default would pass the message as ``found``).
         return (type(self), (self.found, self.needed, self.stats))
 
@@ -30,7 +32,7 @@ class SampleIntegrityError(SwarmError):
         where = "sample" if index is None else f"sample item {index}"
         super().__init__(f"{where}: {reason}")
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
         return (type(self), (self.index, self.reason))
 
 
@@ -42,5 +44,5 @@ class SamplerWorkerError(SwarmError):
         self.message = message
         super().__init__(f"sampler worker for shard {shard} failed: {message}")
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[Self], tuple[Any, ...]]:
         return (type(self), (self.shard, self.message))

@@ -8,15 +8,13 @@ it is worth a few milliseconds to re-derive everything from the bytes.
 
 from __future__ import annotations
 
-from typing import Any
+from chunkstore.swarm.constants import SAMPLE_SIZE, ChunkType
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.stamp import Stamp, validate_stamp
 
-from chunkstore.errors import SwarmError
-from chunkstore.layout import ChunkType
-from chunkstore.stamp import Stamp, validate_stamp
-
-from .batches import find_batch
 from .errors import SampleIntegrityError
-from .items import SAMPLE_SIZE, SampleItem, check_chunk, transformed_address
+from .items import SampleItem, check_chunk, transformed_address
+from .source import BatchRegistry
 
 
 def _check_chunk(i: int, item: SampleItem, anchor: bytes) -> None:
@@ -38,9 +36,9 @@ def _check_chunk(i: int, item: SampleItem, anchor: bytes) -> None:
         )
 
 
-def _check_stamp(i: int, item: SampleItem, batches: Any, consensus_time: int | None) -> None:
+def _check_stamp(i: int, item: SampleItem, batches: BatchRegistry, consensus_time: int | None) -> None:
     stamp: Stamp = item.stamp
-    batch = find_batch(batches, stamp.batch_id)
+    batch = batches.find(stamp.batch_id)
     if batch is None:
         raise SampleIntegrityError(i, f"stamp batch {stamp.batch_id.hex()} is unknown to the store")
     try:
@@ -54,7 +52,7 @@ def _check_stamp(i: int, item: SampleItem, batches: Any, consensus_time: int | N
 def check_sample(
     items: list[SampleItem],
     anchor: bytes,
-    batches: Any | None = None,
+    batches: BatchRegistry | None = None,
     consensus_time: int | None = None,
     size: int = SAMPLE_SIZE,
 ) -> None:

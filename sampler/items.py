@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chunkstore.bmt import SPAN_SIZE, chunk_hash
-from chunkstore.cac import MAX_DATA_SIZE
-from chunkstore.errors import InvalidChunk
-from chunkstore.keccak import keccak256
-from chunkstore.layout import ChunkType
-from chunkstore.soc import HEADER_SIZE, validate_soc
-from chunkstore.stamp import Stamp
-
-SAMPLE_SIZE = 16
+from chunkstore.swarm.bmt.reference import chunk_hash
+from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
+from chunkstore.swarm.errors import InvalidChunk
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.soc import validate_soc
+from chunkstore.swarm.stamp import Stamp
 
 
 def transformed_address(address: bytes, data: bytes | bytearray | memoryview, chunk_type: int, anchor: bytes) -> bytes:
@@ -27,7 +24,7 @@ def transformed_address(address: bytes, data: bytes | bytearray | memoryview, ch
     if chunk_type == ChunkType.CAC:
         return chunk_hash(data, anchor)
     if chunk_type == ChunkType.SOC:
-        inner = chunk_hash(memoryview(data)[HEADER_SIZE:], anchor)
+        inner = chunk_hash(memoryview(data)[SOC_HEADER_SIZE:], anchor)
         return keccak256(bytes(address), inner)
     raise ValueError(f"chunk type {chunk_type} is neither CAC (1) nor SOC (2)")
 
@@ -39,8 +36,8 @@ def check_chunk(address: bytes, data: bytes | bytearray | memoryview, chunk_type
     is what the backend's answers are checked against.
     """
     if chunk_type == ChunkType.CAC:
-        if not SPAN_SIZE <= len(data) <= MAX_DATA_SIZE:
-            raise InvalidChunk(f"CAC data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_DATA_SIZE}")
+        if not SPAN_SIZE <= len(data) <= MAX_CAC_SIZE:
+            raise InvalidChunk(f"CAC data is {len(data)} bytes; must be {SPAN_SIZE}..{MAX_CAC_SIZE}")
         if chunk_hash(data) != bytes(address):
             raise InvalidChunk(f"CAC data does not hash to chunk address {bytes(address).hex()}")
     elif chunk_type == ChunkType.SOC:
@@ -51,7 +48,7 @@ def check_chunk(address: bytes, data: bytes | bytearray | memoryview, chunk_type
 
 def wrapped_cac(data: bytes, chunk_type: int) -> bytes:
     """The CAC data (``span | payload``) a sample item's proofs are made over."""
-    return bytes(data[HEADER_SIZE:]) if chunk_type == ChunkType.SOC else bytes(data)
+    return bytes(data[SOC_HEADER_SIZE:]) if chunk_type == ChunkType.SOC else bytes(data)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
@@ -44,7 +45,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from chunkstore.keccak_numba import _jit
+from chunkstore.swarm.bmt.numba_kernels import _jit
 
 PAGEHDRSZ = 16
 NODE_HEADER = 8
@@ -81,7 +82,7 @@ class DirectReadError(Exception):
 # ------------------------------------------------------------------ system calls
 
 
-def _external(name: str, ret: ir.Type, args: list[ir.Type]):  # noqa: ANN202 - a numba intrinsic
+def _external(name: str, ret: ir.Type, args: list[ir.Type]) -> Any:
     """An intrinsic calling libc's ``name`` by symbol (cacheable, unlike a ctypes pointer).
 
     Every argument and the result are int64 on the numba side (pointers as
@@ -91,16 +92,16 @@ def _external(name: str, ret: ir.Type, args: list[ir.Type]):  # noqa: ANN202 - a
     if len(args) == 4:
 
         @intrinsic
-        def call(typingctx, a, b, c, d):  # noqa: ANN001, ANN202, ARG001
+        def call(typingctx: Any, a: Any, b: Any, c: Any, d: Any) -> tuple[Any, Any]:  # noqa: ARG001
             return _signature(4), codegen
 
     else:
 
         @intrinsic
-        def call(typingctx, a, b, c, d, e):  # noqa: ANN001, ANN202, ARG001
+        def call(typingctx: Any, a: Any, b: Any, c: Any, d: Any, e: Any) -> tuple[Any, Any]:  # noqa: ARG001
             return _signature(5), codegen
 
-    def codegen(context, builder, signature, values):  # noqa: ANN001, ANN202
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, values: list[ir.Value]) -> ir.Value:
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
         conv = []
         for value, ty in zip(values, args, strict=True):
@@ -116,7 +117,7 @@ def _external(name: str, ret: ir.Type, args: list[ir.Type]):  # noqa: ANN202 - a
     return call
 
 
-def _signature(arity: int) -> types.Signature:
+def _signature(arity: int) -> Any:
     return types.int64(*([types.int64] * arity))
 
 
@@ -131,7 +132,7 @@ RWF_NOWAIT = 0x00000008  # preadv2: fail with EAGAIN instead of waiting for the 
 
 
 @_jit(inline="always")
-def _u16(page: np.ndarray, off: int) -> int:
+def _u16(page: np.ndarray, off: int) -> np.int64:
     return np.int64(page[off]) | (np.int64(page[off + 1]) << 8)
 
 

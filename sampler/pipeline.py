@@ -54,21 +54,22 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from chunkstore import hashing
-from chunkstore.errors import SwarmError
-from chunkstore.layout import ChunkType, neighbourhood_range
-from chunkstore.soc import HEADER_SIZE
-from chunkstore.stamp import Stamp, validate_stamp
+from chunkstore.store.layout import neighbourhood_range
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.constants import SAMPLE_SIZE, SOC_HEADER_SIZE, ChunkType
+from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.stamp import Stamp, validate_stamp
 
-from .batches import below_balance_batches, find_batch
+from .batches import below_balance_batches
 from .candidates import Candidate
 from .errors import InsufficientSample, SamplerWorkerError
-from .items import SAMPLE_SIZE, SampleItem, SampleResult, SampleStats, check_chunk, transformed_address
+from .items import SampleItem, SampleResult, SampleStats, check_chunk, transformed_address
 from .scope import SampleScope, range_fraction_bits
+from .source import SampleSource
 from .worker import ShardScan, ShardTask, init_worker, scan_shard, scan_snapshot
 
 log = logging.getLogger(__name__)
@@ -178,23 +179,13 @@ def shutdown_pool() -> None:
 # ----------------------------------------------------------------- helpers
 
 
-def _store_path(store: Any) -> str:
-    for name in ("path", "root", "data_dir"):
-        value = getattr(store, name, None)
-        if value is not None:
-            return os.fspath(value)
-    raise TypeError("the store does not expose its directory (path)")
-
-
-def sample_scope(store: Any, anchor: bytes, depth: int) -> SampleScope:
+def sample_scope(store: SampleSource, anchor: bytes, depth: int) -> SampleScope:
     """What a sample of ``store`` covers: the anchor's neighbourhood within the store's storage radius."""
-    reserve = getattr(store, "reserve", None)
-    if reserve is None:
-        return SampleScope(bytes(anchor), depth)
+    reserve = store.reserve
     return SampleScope(bytes(anchor), depth, bytes(reserve.overlay), int(reserve.radius))
 
 
-def expected_entries(store: Any, anchor: bytes, depth: int) -> int:
+def expected_entries(store: SampleSource, anchor: bytes, depth: int) -> int:
     """Estimated stamp entries a sample walks, from counters only (no scan).
 
     Addresses are uniform, so a range covering ``1 / 2^bits`` of the address
@@ -249,11 +240,11 @@ class _ShardStream:
 class _Phase1:
     """Runs shard scans, in the pool or (workers == 0) in this process."""
 
-    def __init__(self, store: Any, scope: SampleScope, consensus_time: int,
+    def __init__(self, store: SampleSource, scope: SampleScope, consensus_time: int,
                  excluded: frozenset[bytes], workers: int, k: int, reference: bool,
                  progress: Callable[[int], None] | None = None) -> None:  # fmt: skip
         self.store = store
-        self.path = _store_path(store)
+        self.path = os.fspath(store.path)
         self.shards = int(store.shard_count)
         self.scope = scope
         self.reference = reference
@@ -320,6 +311,7 @@ class _Phase1:
             try:
                 out.append(fut.result())
             except BrokenProcessPool as exc:
+                assert self.pool is not None  # only pool futures break this way
                 _POOL.discard(self.pool)
                 raise SamplerWorkerError(task.shard, f"worker process died: {exc}") from exc
             except SamplerWorkerError:
@@ -406,7 +398,7 @@ class BackendMismatch(Exception):
 
 def _accelerated_taddr(address: bytes, data: bytes, chunk_type: int, anchor: bytes) -> bytes:
     """The transformed address of one chunk by the accelerated backend of this process."""
-    offset = HEADER_SIZE if chunk_type == ChunkType.SOC else 0
+    offset = SOC_HEADER_SIZE if chunk_type == ChunkType.SOC else 0
     row = np.frombuffer(data, np.uint8).reshape(1, -1)
     out = np.empty((1, 32), np.uint8)
     soc_address = np.frombuffer(address, np.uint8).reshape(1, 32)
@@ -414,7 +406,7 @@ def _accelerated_taddr(address: bytes, data: bytes, chunk_type: int, anchor: byt
         row, np.array([len(data)], np.int64), np.array([offset], np.int64), soc_address,
         np.array([chunk_type == ChunkType.SOC], np.uint8), anchor, out,
     )  # fmt: skip
-    return out[0].tobytes()
+    return cast(bytes, out[0].tobytes())
 
 
 class _Phase2:
@@ -424,7 +416,7 @@ class _Phase2:
     transformed address can only mean the chunk changed since.
     """
 
-    def __init__(self, store: Any, anchor: bytes, consensus_time: int, stats: SampleStats, reference: bool) -> None:
+    def __init__(self, store: SampleSource, anchor: bytes, consensus_time: int, stats: SampleStats, reference: bool) -> None:
         self.store = store
         self.anchor = bytes(anchor)
         self.consensus_time = consensus_time
@@ -506,7 +498,7 @@ class _Phase2:
             # The entry vanished or changed since phase 1 (a newer stamp took its slot).
             st.chunk_load_failed += 1
             return False
-        batch = find_batch(self.store.batches, batch_id)
+        batch = self.store.batches.find(batch_id)
         for stamp in stamps:
             if stamp.timestamp_ns > self.consensus_time:
                 # Phase 1 counted this entry already (same timestamp in the index), or
@@ -536,7 +528,7 @@ class _Phase2:
 
 
 def reserve_sample(
-    store: Any,
+    store: SampleSource,
     anchor: bytes,
     depth: int,
     consensus_time: int,
@@ -598,7 +590,7 @@ def reserve_sample(
 
 
 def _sample_once(
-    store: Any,
+    store: SampleSource,
     scope: SampleScope,
     consensus_time: int,
     excluded: frozenset[bytes],
@@ -629,7 +621,7 @@ def _sample_once(
 
 
 async def reserve_sample_async(
-    store: Any,
+    store: SampleSource,
     anchor: bytes,
     depth: int,
     consensus_time: int,

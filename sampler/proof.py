@@ -17,17 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chunkstore.bmt import SPAN_SIZE, Proof, chunk_hash, proof_root_hash, prove
-from chunkstore.errors import InvalidProof
-from chunkstore.keccak import keccak256
-from chunkstore.layout import ChunkType
-from chunkstore.signer import recover_address
-from chunkstore.soc import parse_soc, soc_address, soc_digest
-from chunkstore.stamp import Stamp
+from chunkstore.swarm.bmt.reference import Proof, chunk_hash, proof_root_hash, prove
+from chunkstore.swarm.constants import BRANCHES, SAMPLE_SIZE, SPAN_SIZE, ChunkType
+from chunkstore.swarm.errors import InvalidProof
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.signer import recover_address
+from chunkstore.swarm.soc import parse_soc, soc_address, soc_digest
+from chunkstore.swarm.stamp import Stamp
 
-from .items import SAMPLE_SIZE, SampleItem, wrapped_cac
-
-BRANCHES = 128
+from .items import SampleItem, wrapped_cac
 
 
 def sample_chunk(items: list[SampleItem]) -> tuple[bytes, bytes]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chunkstore.layout import ADDRESS_SIZE, neighbourhood_range
+from chunkstore.store.layout import neighbourhood_range
+from chunkstore.swarm.constants import ADDRESS_SIZE
 
 Range = tuple[bytes, bytes | None]  # [lo, hi) as address prefixes; hi None: to the end
 

@@ -57,13 +57,12 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore import hashing
-from chunkstore.bmt import SPAN_SIZE
-from chunkstore.cac import MAX_DATA_SIZE
-from chunkstore.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS, ChunkType
-from chunkstore.shard import ShardReader, ShardSnapshot
-from chunkstore.soc import HEADER_SIZE, MAX_SOC_DATA_SIZE
-from chunkstore.store_errors import BufferTooSmall, ChunkNotFound
+from chunkstore.store.errors import BufferTooSmall, ChunkNotFound
+from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS
+from chunkstore.store.shard import ShardReader, ShardSnapshot
+from chunkstore.swarm.bmt import ROW_STRIDE
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
 
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
@@ -76,11 +75,11 @@ BLOCK = 1024  # entries walked per block of the direct scan (rows hashed per ker
 BLOCK_SLACK = 256  # further entries of the block's last chunk, kept in the block
 LOOKAHEAD = 8  # blocks located and requested from the disk ahead of the one being hashed
 TAIL_ROOM = 256  # bytes of each row's tail the look-ahead copies out of the index (sampler.columns)
-STRIDE = -(-MAX_SOC_DATA_SIZE // 16) * 16  # room for a full SOC, rounded up to 16 (4208)
+STRIDE = ROW_STRIDE  # room for a full SOC
 STRIDE_DIRECT = STRIDE + 32  # the direct scan's rows start with room for an overflow page header
 # plain ints: the per-entry loop compares them faster than IntEnum members
 _CAC, _SOC = int(ChunkType.CAC), int(ChunkType.SOC)
-_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_DATA_SIZE
+_MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_CAC_SIZE
 PROGRESS_EVERY = 4096  # entries between two progress reports (at the next hashed batch)
 
 # The shared progress counters of this worker process (see ``init_worker``).
@@ -262,7 +261,7 @@ class _Lookahead:
         self.state = np.zeros(2, np.int64)
         self.counts = np.zeros(5, np.int64)
         self.walked_last = np.zeros(33, np.uint8)
-        self.free: queue.SimpleQueue[_Block] = queue.SimpleQueue()
+        self.free: queue.SimpleQueue[_Block | None] = queue.SimpleQueue()  # None: stop
         for _ in range(LOOKAHEAD + 1):
             self.free.put(_Block())
         self.ready: queue.SimpleQueue[_Block | BaseException | None] = queue.SimpleQueue()
@@ -311,7 +310,7 @@ class _Lookahead:
 
     def close(self) -> None:
         self.stop.set()
-        self.free.put(None)  # type: ignore[arg-type]  # wakes the thread if it waits for a block
+        self.free.put(None)  # wakes the thread if it waits for a block
         self.thread.join()
 
 
@@ -360,7 +359,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
                     if rc != OK:
                         raise DirectReadError(f"{data_file}: chunk data: {ERRORS.get(rc, rc)}")
                     soc = blk.row_type[:n] == _SOC
-                    offsets[:n] = np.where(soc, col.DATA_AT + HEADER_SIZE, col.DATA_AT)
+                    offsets[:n] = np.where(soc, col.DATA_AT + SOC_HEADER_SIZE, col.DATA_AT)
                     is_soc[:n] = soc
                     size = lengths[:n] - offsets[:n]
                     read = status[:n] == 1
@@ -414,12 +413,12 @@ def scan_rows(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None
     entries = iter(()) if key_range is None else snap.iter_range(*key_range)
 
     buf = np.zeros((ROWS, STRIDE), np.uint8)
-    rows = [memoryview(buf[i]) for i in range(ROWS)]
+    rows = [buf[i].data for i in range(ROWS)]
     lengths = np.zeros(ROWS, np.int64)
     offsets = np.zeros(ROWS, np.int64)
     is_soc = np.zeros(ROWS, np.uint8)
     soc_addresses = np.zeros((ROWS, 32), np.uint8)
-    soc_view = memoryview(soc_addresses.reshape(-1))
+    soc_view = soc_addresses.reshape(-1).data
     out = np.zeros((ROWS, 32), np.uint8)
 
     cands = CandidateSet(task.k, task.after)
@@ -495,7 +494,7 @@ def scan_rows(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None
         finally:
             read_ns += perf_ns() - t
         loads += 1
-        offset = HEADER_SIZE if chunk_type == _SOC else 0
+        offset = SOC_HEADER_SIZE if chunk_type == _SOC else 0
         if not _MIN_CAC <= length - offset <= _MAX_CAC:
             # Malformed stored data would make the kernel refuse the whole batch.
             load_failed += 1

@@ -1,5 +1,3 @@
-import sys
-from pathlib import Path
+"""What every layer's tests share: the project's own pytest plugin (chunkstore.testing), as users load it."""
 
-# test helper modules (reference_recipe, storehelpers, ...) import by plain name
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+pytest_plugins = ["chunkstore.testing"]

@@ -1,0 +1,167 @@
+"""The daemon's middlewares: access log and timing, CORS, hostile header bytes, and errors as JSON.
+
+In the order make_app lists them (outermost first): ``access_middleware``
+times and logs every request; ``cors_middleware`` adds CORS headers for
+allowed origins; ``error_middleware`` turns every failure into the reference
+node's JSON error shape (a store write that could not be committed as 507 or
+500, counted by reason); ``header_middleware`` refuses hostile bytes in a
+header the daemon reads before any handler runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from aiohttp import web
+
+from chunkstore.store.errors import StoreWriteFailed
+from chunkstore.swarm.errors import SwarmError
+
+from .errors import ApiError, Handler, error_response, status_for, status_text, swarm_error_response
+from .params import check_headers, header_ok
+from .state import STATE
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger(f"{__name__}.access")  # one line per request, apart so it can be silenced alone
+
+# Probes and scrapes are logged at debug level only, as the reference node suppresses them.
+QUIET_PATHS = frozenset({"/health", "/readiness", "/metrics"})
+
+
+def _route_name(request: web.Request) -> str:
+    info = request.match_info
+    route = getattr(info, "route", None)
+    resource = getattr(route, "resource", None)
+    if resource is None:
+        return "unmatched"
+    canonical = resource.canonical
+    return canonical.removeprefix("/v1") or "/"
+
+
+@web.middleware
+async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Time every request into the metrics and write one structured access-log line."""
+    st = request.app[STATE]
+    t0 = time.perf_counter()
+    status = 500
+    st.request_started()
+    try:
+        resp = await handler(request)
+        status = resp.status
+        if st.draining:
+            resp.force_close()  # no further requests on this connection while shutting down
+        return resp
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        st.request_finished()
+        elapsed = time.perf_counter() - t0
+        route = _route_name(request)
+        st.metrics.observe_http(request.method, route, status, elapsed)
+        level = logging.DEBUG if request.path in QUIET_PATHS else logging.INFO
+        if access_log.isEnabledFor(level):
+            access_log.log(
+                level,
+                "api access",
+                extra={
+                    "fields": {
+                        "method": request.method,
+                        "path": request.path,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 3),
+                        "remote": request.remote,
+                    }
+                },
+            )
+
+
+CORS_ALLOWED_HEADERS = ", ".join(
+    [
+        "User-Agent", "Accept", "X-Requested-With", "Access-Control-Request-Headers", "Access-Control-Request-Method",
+        "Accept-Ranges", "Content-Encoding", "Authorization", "Accept-Encoding", "Content-Type", "Content-Disposition",
+        "Range", "Origin", "Swarm-Tag", "Swarm-Pin", "Swarm-Encrypt", "Swarm-Index-Document", "Swarm-Error-Document",
+        "Swarm-Collection", "Swarm-Postage-Batch-Id", "Swarm-Postage-Stamp", "Swarm-Deferred-Upload",
+        "Swarm-Redundancy-Level", "Swarm-Redundancy-Strategy", "Swarm-Redundancy-Fallback-Mode",
+        "Swarm-Chunk-Retrieval-Timeout", "Swarm-Lookahead-Buffer-Size", "Swarm-Feed-Index", "Swarm-Feed-Index-Next",
+        "Swarm-Soc-Signature", "Swarm-Only-Root-Chunk", "Gas-Price", "Gas-Limit", "Immutable", "Swarm-Act",
+        "Swarm-Act-Timestamp", "Swarm-Act-Publisher", "Swarm-Act-History-Address",
+    ]
+)
+
+
+def origin_allowed(request: web.Request, allowed: tuple[str, ...]) -> bool:
+    """The reference node's rule: the request's own host, a listed origin, or ``*``."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    own = f"{request.scheme}://{request.host}"
+    return any(v == "*" or v.lower() == origin.lower() for v in (*allowed, own))
+
+
+@web.middleware
+async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CORS headers for allowed origins; ``OPTIONS`` answered 204 with ``Allow`` as the reference does."""
+    resp = await handler(request)
+    if request.method == "OPTIONS" and resp.status == 405:
+        resp = web.Response(status=204, headers={"Allow": resp.headers.get("Allow", "")})
+    origin = request.headers.get("Origin")
+    # an origin with hostile bytes was answered 400 by header_middleware: never echo it back
+    if origin and header_ok(origin) and origin_allowed(request, request.app[STATE].config.cors_allowed_origins):
+        resp.headers["Access-Control-Allow-Credentials"] = "true"
+        resp.headers["Access-Control-Allow-Origin"] = origin
+        resp.headers["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
+        resp.headers["Access-Control-Allow-Methods"] = "GET, HEAD, OPTIONS, POST, PUT, DELETE"
+        resp.headers["Access-Control-Max-Age"] = "3600"
+    return resp
+
+
+@web.middleware
+async def header_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Hostile bytes in a header the daemon reads: a 400 naming it, before any handler runs."""
+    check_headers(request.headers)
+    return await handler(request)
+
+
+def write_refused(request: web.Request, exc: StoreWriteFailed) -> ApiError:
+    """The answer to a write the store could not commit (507 for lack of space), counted by reason."""
+    state = request.app.get(STATE)
+    if state is not None:
+        state.metrics.writes_refused.labels(exc.reason).inc()
+    status = status_for(exc)
+    prefix = "no space left for the store" if status == 507 else "store write failed"
+    return ApiError(status, f"{prefix}: {exc}")
+
+
+# Passed through the middleware unchanged: they carry their own body.
+_PASS_THROUGH_STATUSES = range(200, 400)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every failure into a JSON error; never let a traceback reach the client."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status in _PASS_THROUGH_STATUSES:
+            raise
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after", "www-authenticate")}
+        message = status_text(exc.status)
+        detail = (exc.text or "").strip()
+        if detail and not detail.startswith(f"{exc.status}:"):
+            message = f"{message}: {detail}"
+        return error_response(exc.status, message, headers=headers)
+    except StoreWriteFailed as exc:
+        return write_refused(request, exc).response()
+    except SwarmError as exc:
+        return swarm_error_response(exc)
+    except (ConnectionResetError, TimeoutError) as exc:
+        # The client went away or a read timed out: nothing useful to answer.
+        log.info("request aborted", extra={"fields": {"path": request.path, "error": repr(exc)}})
+        return error_response(408, "request aborted")
+    except Exception:
+        log.exception("unhandled error", extra={"fields": {"method": request.method, "path": request.path}})
+        return error_response(500, "internal error")

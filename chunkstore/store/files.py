@@ -1,0 +1,132 @@
+"""Creating and opening a store directory: the meta env, the shard envs, the format check.
+
+A new store is created shards first, the meta env's ``info`` last: a store
+whose meta info is missing was never finished (no chunk can have been put) and
+is simply created again. Every env carries the magic and the format version,
+so a stray ``ShardReader`` refuses a foreign directory as firmly as the store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import lmdb
+
+from .envs import acquire_env, release_env
+from .errors import StoreFormatError
+from .layout import (
+    DB_BATCHES,
+    DB_INFO,
+    FORMAT_VERSION,
+    INFO_BYTES,
+    INFO_FORMAT,
+    INFO_MAGIC,
+    INFO_SHARD,
+    INFO_SHARDS,
+    MAGIC,
+    MAX_SHARDS,
+    META_DBS,
+    META_DIR,
+    SHARD_DBS,
+    read_u32,
+    shard_path,
+    u32,
+    u64,
+)
+from .shard import check_info
+
+
+class MetaEnv:
+    """The meta environment: store-wide info and the batch records."""
+
+    def __init__(self, env: lmdb.Environment, shard_count: int) -> None:
+        self.env = env
+        self.info = env.open_db(DB_INFO, create=False)
+        self.batches = env.open_db(DB_BATCHES, create=False)
+        self.shard_count = shard_count
+
+    def close(self) -> None:
+        release_env(self.env)
+
+
+def check_shard_count(shards: int) -> int:
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shard count {shards!r} outside 1..{MAX_SHARDS}")
+    return shards
+
+
+def open_meta(
+    root: str,
+    shards: int | None,
+    *,
+    readonly: bool,
+    map_size: int,
+    shard_map_size: Callable[[int], int],
+    default_shards: int,
+) -> MetaEnv:
+    """Open (creating when writable and absent) the store at ``root``; returns its meta env.
+
+    ``map_size`` is the meta env's map size; ``shard_map_size(count)`` that of
+    each shard of a store with ``count`` shards (used when creating them).
+    """
+    meta_path = os.path.join(root, META_DIR)
+    exists = os.path.isfile(os.path.join(meta_path, "data.mdb"))
+    if readonly and not exists:
+        raise StoreFormatError(f"{root}: no chunk store here (missing {META_DIR}/data.mdb)")
+    if shards is not None:
+        check_shard_count(shards)
+    if exists:
+        env = acquire_env(meta_path, readonly=readonly, map_size=map_size, max_dbs=len(META_DBS))
+        try:
+            with env.begin() as txn:
+                unfinished = txn.stat()["entries"] == 0
+            if not (unfinished and not readonly):
+                return _check_meta(env, meta_path, root, shards)
+        except BaseException:
+            release_env(env)
+            raise
+        release_env(env)  # an interrupted creation: do it again (LMDB forbids a second handle)
+    count = shards or default_shards
+    return _create(root, meta_path, count, map_size, shard_map_size(count))
+
+
+def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None) -> MetaEnv:
+    try:
+        db = env.open_db(DB_INFO, create=False)
+    except lmdb.NotFoundError:
+        raise StoreFormatError(f"{meta_path}: not a chunk store environment (no info database)") from None
+    info = check_info(env, db, meta_path)
+    count = read_u32(info[INFO_SHARDS])
+    if shards is not None and shards != count:
+        raise StoreFormatError(f"{root}: store has {count} shards; opened asking for {shards}")
+    return MetaEnv(env, count)
+
+
+def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: int) -> MetaEnv:
+    check_shard_count(count)
+    for index in range(count):
+        env = acquire_env(shard_path(root, index), readonly=False, map_size=shard_size, max_dbs=len(SHARD_DBS))
+        try:
+            with env.begin(write=True) as txn:
+                dbs = {name: env.open_db(name, txn=txn) for name in SHARD_DBS}
+                info = dbs[DB_INFO]
+                txn.put(INFO_MAGIC, MAGIC, db=info)
+                txn.put(INFO_FORMAT, u32(FORMAT_VERSION), db=info)
+                txn.put(INFO_SHARDS, u32(count), db=info)
+                txn.put(INFO_SHARD, u32(index), db=info)
+                txn.put(INFO_BYTES, u64(0), db=info, overwrite=False)
+        finally:
+            release_env(env)
+    env = acquire_env(meta_path, readonly=False, map_size=map_size, max_dbs=len(META_DBS))
+    try:
+        with env.begin(write=True) as txn:
+            dbs = {name: env.open_db(name, txn=txn) for name in META_DBS}
+            info = dbs[DB_INFO]
+            txn.put(INFO_SHARDS, u32(count), db=info)
+            txn.put(INFO_FORMAT, u32(FORMAT_VERSION), db=info)
+            txn.put(INFO_MAGIC, MAGIC, db=info)
+        return MetaEnv(env, count)
+    except BaseException:
+        release_env(env)
+        raise

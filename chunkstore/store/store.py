@@ -1,0 +1,480 @@
+"""The chunk store: sharded LMDB holding chunks, their stamps and the batch slots.
+
+Chunks are spread over N shard environments by their last address byte; in
+each shard keys are in address order, so a neighbourhood (an address prefix)
+is one key range per shard. Batches live in a separate meta environment. See
+chunkstore/store/README.md for the on-disk layout and the crash-safety
+argument. A policy may be registered at open (``policy=``, see policy.py):
+the reserve is one, and ``chunkstore.reserve.ReserveStore`` is this store
+with it.
+
+Reads never lock; every change takes the writer lock (threads and processes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, Self
+
+import lmdb
+
+from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
+from chunkstore.swarm.errors import InvalidChunk
+from chunkstore.swarm.stamp import Stamp
+
+from .admission import Admitted, StampLike, admit
+from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
+from .errors import PurgeInterrupted, StoreFormatError, StoreFull, StoreReadOnly, StoreWriteFailed, UnknownBatch
+from .files import MetaEnv, open_meta
+from .layout import DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
+from .mapsize import env_map_sizes
+from .policy import OpenPolicy, StorePolicy
+from .recovery import recover
+from .shard import Buffer, Entry, Shard
+from .writefailures import Refusal, WriteHealth, size_text
+from .writelock import WriterLock
+from .writes import WriteSession
+
+__all__ = ["ChunkStore", "ChunkType", "PolicyFactory", "PutResult"]
+
+# Builds the policy of a store being opened (the reserve's: chunkstore.reserve.store).
+PolicyFactory = Callable[["ChunkStore"], StorePolicy]
+
+# Slots removed per transaction when purging a batch: bounds a transaction's
+# dirty pages however large the batch.
+PURGE_STEP = 5000
+# Puts leave this share of a shard's map (at least MIN_MAP_HEADROOM) unused: LMDB copies pages on write,
+# so removals and evictions need free pages too, and a map filled to the brim by puts could not even be
+# emptied without reopening it larger. Only looked at when the file nears the map's end (a map sized to
+# the disk, the default, is never that close).
+MAP_HEADROOM_SHARE = 64
+MIN_MAP_HEADROOM = 256 << 10
+
+
+@dataclass(frozen=True)
+class PutResult:
+    address: bytes
+    chunk_type: ChunkType
+    stored: bool  # False: the exact chunk and stamp were already there (a no-op)
+
+
+class ChunkStore:
+    """Sharded chunk store at ``path`` (created if missing, unless ``readonly``).
+
+    ``shards`` fixes the shard count of a new store (default 4); for an
+    existing store it must be None or match. ``map_size`` is the LMDB map size
+    of every environment (address space, not disk); by default each shard's
+    is the size of the file system holding the store, within bounds (see
+    mapsize.py). ``policy`` builds the policy that takes part in writes
+    (admission, wake-ups); none admits all.
+
+    A write that cannot be committed (full disk, full map, I/O error) raises
+    ``StoreWriteFailed`` (``StoreFull`` for lack of space) with nothing of it
+    stored; reads go on, and writes succeed again once there is room.
+    ``write_refusal()`` tells whether writes are failing now.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        shards: int | None = None,
+        *,
+        readonly: bool = False,
+        map_size: int | None = None,
+        policy: PolicyFactory | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.readonly = readonly
+        self._closed = False
+        self._lock: WriterLock | None = None
+        self._meta: MetaEnv | None = None
+        self._shards: list[Shard] = []
+        self._policy: StorePolicy = OpenPolicy()
+        # Pending slot records already settled, per shard, deleted by the next write there.
+        self._settled: dict[int, set[bytes]] = {}
+        meta_size, _ = env_map_sizes(self.path, DEFAULT_SHARDS, readonly=readonly, configured=map_size)
+
+        def shard_size(count: int) -> int:
+            return env_map_sizes(self.path, count, readonly=readonly, configured=map_size)[1]
+
+        self._health = WriteHealth(self.path, map_size)
+        try:
+            if not readonly:
+                os.makedirs(self.path, exist_ok=True)
+                self._lock = WriterLock(os.path.join(self.path, LOCK_FILE))
+            with self._open_guard():
+                self._meta = open_meta(
+                    self.path, shards, readonly=readonly, map_size=meta_size, shard_map_size=shard_size,
+                    default_shards=DEFAULT_SHARDS,
+                )
+                self.shard_count: int = self._meta.shard_count
+                self.map_size = shard_size(self.shard_count)  # of each shard; 0: as the last writer set it
+                self._health.map_size = self.map_size or None
+                self._shards = [
+                    Shard(self.path, i, readonly=readonly, map_size=self.map_size) for i in range(self.shard_count)
+                ]
+                self._check_shards()
+                self.batches = BatchStore(
+                    self._meta.env,
+                    self._meta.batches,
+                    readonly=readonly,
+                    write_lock=self.writing,
+                    purge=self._purge_batch,
+                    changed=lambda: self._policy.batches_changed(),
+                )
+                # Before recovery, so that what the policy sets up (the reserve syncs the bin
+                # counters to its overlay) holds for recovery's writes too.
+                if policy is not None:
+                    self._policy = policy(self)
+                self.recovered = {} if readonly else recover(self._shards, self.batches)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_shards(self) -> None:
+        for shard in self._shards:
+            if shard.shard_count != self.shard_count:
+                raise StoreFormatError(
+                    f"{shard.path}: shard says the store has {shard.shard_count} shards; the meta env says {self.shard_count}"
+                )
+
+    # Lifecycle.
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._policy.close()  # a background eviction must end before the environments do
+            if self._settled and self._lock is not None and self._shards:
+                try:
+                    self._flush_settled()
+                except StoreWriteFailed:
+                    pass  # the records ask for nothing more; the next writable open deletes them
+        finally:
+            for shard in self._shards:
+                shard.close()
+            if self._meta is not None:
+                self._meta.close()
+            if self._lock is not None:
+                self._lock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _flush_settled(self) -> None:
+        with self.writing():
+            session = self.session()
+            for s in list(self._settled):
+                session.write(s)  # opening the transaction deletes the settled records
+            session.commit()
+
+    # Addressing.
+
+    def shard_of(self, address: bytes) -> int:
+        return shard_of(address, self.shard_count)
+
+    def shard(self, index: int) -> Shard:
+        """The shard object (read side) of shard ``index``."""
+        return self._shards[index]
+
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        """Every shard's read side, in index order."""
+        return tuple(self._shards)
+
+    @property
+    def meta(self) -> MetaEnv:
+        """The meta environment: store-wide info and the batch records."""
+        assert self._meta is not None, "the store is closed"
+        return self._meta
+
+    @property
+    def policy(self) -> StorePolicy:
+        return self._policy
+
+    # Store-wide info: also keys of the layers above (the reserve's radius, sweep, chain state).
+
+    def read_info(self, key: bytes) -> bytes | None:
+        """A value of the meta env's info database (one read transaction)."""
+        meta = self.meta
+        with meta.env.begin() as txn:
+            raw = txn.get(key, db=meta.info)
+            return None if raw is None else bytes(raw)
+
+    def write_info(self, values: dict[bytes, bytes | None]) -> None:
+        """Set (or, for None, delete) info keys in one durable transaction, under the writer lock."""
+        meta = self.meta
+        with self.writing(), meta.env.begin(write=True) as txn:
+            for key, value in values.items():
+                if value is None:
+                    txn.delete(key, db=meta.info)
+                else:
+                    txn.put(key, value, db=meta.info)
+
+    def _shard_for(self, address: bytes) -> Shard:
+        if len(address) != ADDRESS_SIZE:
+            raise InvalidChunk(f"address is {len(address)} bytes; must be {ADDRESS_SIZE}")
+        return self._shards[address[ADDRESS_SIZE - 1] % self.shard_count]
+
+    # Reads.
+
+    def get(self, address: bytes) -> bytes:
+        """The chunk's data (a SOC as ``id | signature | span | payload``); ``ChunkNotFound`` if absent."""
+        return self._shard_for(address).get(address)
+
+    def get_into(self, address: bytes, buf: Buffer) -> int:
+        """Copy the chunk into ``buf``, return its length; on ``BufferTooSmall`` nothing is written."""
+        return self._shard_for(address).read_into(address, buf)
+
+    def has(self, address: bytes) -> bool:
+        return len(address) == ADDRESS_SIZE and self._shard_for(address).has(address)
+
+    def stamps_of(self, address: bytes) -> list[Stamp]:
+        return self._shard_for(address).stamps_of(address)
+
+    def iter_neighbourhood(self, anchor: bytes, depth: int, shard: int | None = None) -> Iterator[Entry]:
+        """``(address, chunk_type, batch_id, stamp_timestamp_ns)`` per stamp entry with
+        ``proximity(address, anchor) >= depth``, from the index only, lazily.
+
+        Ascending address within a shard; with ``shard=None`` all shards merged
+        in address order. Each shard is read in one snapshot.
+        """
+        rng = neighbourhood_range(bytes(anchor), depth)
+        if shard is not None and not 0 <= shard < self.shard_count:
+            raise ValueError(f"shard {shard} outside 0..{self.shard_count - 1}")
+        if rng is None:
+            return iter(())
+        if shard is not None:
+            return self._shards[shard].iter_range(*rng)
+        return heapq.merge(*(s.iter_range(*rng) for s in self._shards), key=itemgetter(0))
+
+    def chunk_count(self) -> int:
+        return sum(s.counts()["chunks"] for s in self._shards)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of chunks, stamp entries, slots and data bytes, total and per shard.
+
+        Entry counts come from LMDB's own per-database counters and bytes from
+        a counter kept in each shard's info database, so this reads no chunk.
+        """
+        per_shard = [s.counts() for s in self._shards]
+        out: dict[str, Any] = {
+            key: sum(c[key] for c in per_shard) for key in ("chunks", "stamps", "slots", "bytes", "pending")
+        }
+        meta = self.meta
+        with meta.env.begin() as txn:
+            out["batches"] = txn.stat(meta.batches)["entries"]
+        out["shards"] = self.shard_count
+        out["per_shard"] = per_shard
+        return out
+
+    # Writes.
+
+    def put(self, data: bytes, stamp: StampLike, *, address: bytes | None = None) -> PutResult:
+        """Validate and store one stamped chunk; durable when it returns.
+
+        With ``address`` None the data is read as a CAC when the stamp is valid
+        for that reading, else as a SOC; with an address, the data must be the
+        CAC or SOC at it. Raises ``InvalidChunk``, ``InvalidStamp`` (and its
+        ``UnknownBatch``), or ``StampConflict``; on any error nothing changes.
+        """
+        self.check_writable()
+        return self._store([admit(data, stamp, self._lookup, address)])[0]
+
+    def put_many(self, items: Iterable[tuple[bytes, StampLike]]) -> list[PutResult]:
+        """Store several chunks, as ``put`` one after the other would, durable when it returns.
+
+        All or nothing on errors: the first bad item (its index is in the
+        exception's notes) aborts the whole call with nothing written. One
+        commit per shard touched.
+        """
+        self.check_writable()
+        admitted = []
+        for i, (data, stamp) in enumerate(items):
+            try:
+                admitted.append(admit(data, stamp, self._lookup))
+            except Exception as exc:
+                exc.add_note(f"put_many item {i}")
+                raise
+        return self._store(admitted)
+
+    def delete(self, address: bytes) -> bool:
+        """Remove a chunk with all its stamps (freeing their slots); False if it was absent."""
+        self.check_writable()
+        self._shard_for(address)
+        with self.writing():
+            session = self.session()
+            try:
+                found = session.delete_chunk(bytes(address))
+                session.commit()
+            except BaseException:
+                session.abort()
+                raise
+        return found
+
+    def _store(self, admitted: list[Admitted]) -> list[PutResult]:
+        with self.writing():
+            admitted = [self._recheck(item) for item in admitted]
+            admissible = self._policy.admission_check()
+            needs: dict[int, int] = {}
+            for item in admitted:  # generous: a page per head, the tail, index entries, half-full leaves
+                s = self.shard_of(item.address)
+                needs[s] = needs.get(s, 0) + 2 * len(item.data) + 1024
+            self._check_map_room(needs)
+            session = self.session()
+            results = []
+            try:
+                for i, item in enumerate(admitted):
+                    try:
+                        if admissible is not None:
+                            admissible(item.address)
+                        results.append(PutResult(item.address, item.chunk_type, session.apply(item)))
+                    except Exception as exc:
+                        if len(admitted) > 1:
+                            exc.add_note(f"put_many item {i}")
+                        raise
+                session.commit()
+            except (lmdb.Error, OSError, StoreWriteFailed) as exc:
+                session.abort()
+                failure = self._health.translate(exc)
+                if failure is None:
+                    raise
+                # Every item lives in its home shard's transaction: those of the shards committed
+                # before the failure are stored, whole; the others are not.
+                done = set(session.committed)
+                failure.stored = {
+                    i: r for i, r in enumerate(results) if self.shard_of(r.address) in done
+                }
+                if failure is exc:
+                    raise
+                raise failure from exc
+            except BaseException:
+                session.abort()
+                raise
+        self._policy.after_write()
+        return results
+
+    def map_headroom(self, s: int) -> int:
+        """Bytes of shard ``s``'s map that puts leave to removals and evictions."""
+        return max(MIN_MAP_HEADROOM, self._shards[s].env.info()["map_size"] // MAP_HEADROOM_SHARE)
+
+    def _check_map_room(self, needs: dict[int, int]) -> None:
+        """Refuse a put that would leave less than the headroom in a shard's map (``needs``: bytes per shard)."""
+        for s, need in needs.items():
+            shard = self._shards[s]
+            info = shard.env.info()
+            headroom = self.map_headroom(s)
+            if info["map_size"] - (info["last_pgno"] + 1) * shard.env.stat()["psize"] >= headroom + need:
+                continue  # room past the file's end alone: no need to count pages
+            if shard.map_room() >= headroom + need:
+                continue
+            raise StoreFull(
+                "map_full",
+                f"the LMDB map of {shard.path} ({size_text(info['map_size'])}) is full: puts stop "
+                f"{headroom >> 10} KiB short of its end, left for removals and evictions; open the store with "
+                "a larger map size (--map-size) or free room in it (remove batches, lower the reserve capacity)",
+                path=shard.path,
+            )
+
+    def _lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
+        raw = self.batches.raw(batch_id)
+        if raw is not None:
+            batch, state = decode_batch(batch_id, raw)
+            if state == 0:
+                return batch, raw
+        raise UnknownBatch(batch_id)
+
+    def _recheck(self, item: Admitted) -> Admitted:
+        """Validation ran before the lock; redo it if the batch changed meanwhile."""
+        if self.batches.raw(item.stamp.batch_id) == item.batch_record:
+            return item
+        return admit(item.data, item.stamp, self._lookup, item.address)
+
+    def _purge_batch(self, batch_id: bytes, should_stop: ShouldStop | None = None) -> int:
+        removed = 0
+        step = PURGE_STEP
+        for s in range(self.shard_count):
+            while True:
+                if should_stop is not None and should_stop():
+                    raise PurgeInterrupted(batch_id.hex())
+                # The lock per step, not per purge: puts wait at most one step.
+                try:
+                    with self.writing():
+                        session = self.session()
+                        try:
+                            n = session.purge_batch_part(s, batch_id, step)
+                            session.commit()
+                        except BaseException:
+                            session.abort()
+                            raise
+                except StoreFull:
+                    # Deleting needs fresh pages too (LMDB copies on write) and a full map or disk
+                    # has few: smaller steps fit, and each one committed frees pages for the next.
+                    if step == 1:
+                        raise
+                    step = max(1, step // 16)
+                    continue
+                removed += n
+                if n < step:
+                    break
+                step = min(PURGE_STEP, step * 2)
+        return removed
+
+    def session(self) -> WriteSession:
+        """A write session on the shards; the caller holds ``writing()`` and commits or aborts it."""
+        return WriteSession(self._shards, self._settled, self._health)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """The writer lock (threads and processes) around a change; a write that cannot be committed
+        is raised as ``StoreWriteFailed``."""
+        self.check_writable()
+        assert self._lock is not None
+        with self._lock:
+            try:
+                yield
+            except (lmdb.Error, OSError) as exc:
+                failure = self._health.translate(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+            except StoreWriteFailed as exc:
+                self._health.refuse(exc)
+                raise
+
+    @contextmanager
+    def _open_guard(self) -> Iterator[None]:
+        """Opening: the writer lock when writable (open-time repairs write), failed writes typed."""
+        if self._lock is None:
+            yield
+            return
+        with self._lock:
+            try:
+                yield
+            except (lmdb.Error, OSError) as exc:
+                failure = self._health.translate(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+
+    def write_refusal(self) -> Refusal | None:
+        """Why writes are being refused now (full disk or map, I/O error), or None when they work.
+
+        Set by a write that could not be committed, cleared by the next one
+        that is, or, for a full disk, as soon as the file system has room again.
+        """
+        return self._health.current()
+
+    def check_writable(self) -> None:
+        if self.readonly:
+            raise StoreReadOnly(f"{self.path}: store opened read-only")
+

@@ -1,0 +1,1 @@
+"""The test suite, one package per layer (so helpers import as ``tests.<layer>.helpers``)."""

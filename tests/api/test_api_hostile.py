@@ -1,0 +1,114 @@
+"""Hostile bytes in the headers, paths and queries the daemon reads: a 400 in the usual JSON naming the
+field, never a 500, the bytes shown escaped. Sent over a raw socket, since clients refuse to send them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from api.errors import json_body, printable
+from tests.api.helpers import Uploader
+from tests.api.test_api import build
+from tests.api.test_api_fuzz import _send_raw
+
+UP = Uploader(seed=b"hostile")
+
+
+@pytest.fixture
+async def raw(tmp_path):
+    app, store = build(tmp_path, admin_token="s3cret", cors_allowed_origins=("*",))
+    store.batches.add(UP.batch())
+
+    async with TestClient(TestServer(app)) as client:
+
+        async def send(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]] = (), body: bytes = b""):
+            request = method + b" " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            request += b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+            request += b"Content-Length: %d\r\n\r\n" % len(body) + body
+            status, got, data = await _send_raw(client.server.host, client.server.port, request)
+            is_json = got.get("content-type", "").startswith("application/json")
+            return status, got, json.loads(data) if is_json else None
+
+        yield send, store
+
+
+def _refused(status: int, body: dict, field: str, shown: str) -> None:
+    assert status == 400, body
+    assert body["code"] == 400 and body["message"] == "invalid header params", body
+    assert body["reasons"] == [{"field": field, "error": f"`{field}={shown}`: must be printable ASCII"}]
+
+
+async def test_latin1_stamp_header_is_a_400_not_a_500(raw):
+    """The issue's reproduction: ``POST /chunks`` with a latin-1 stamp header used to answer aiohttp's plain 500."""
+    send, store = raw
+    _, data, _ = UP.cac(b"x")
+    status, headers, body = await send(b"POST", b"/chunks", [(b"swarm-postage-stamp", b"\xe9" * 226)], data)
+    _refused(status, body, "swarm-postage-stamp", "\\xe9" * 77 + "...")
+    assert headers["content-type"] == "application/json; charset=utf-8"
+    assert store.stats()["chunks"] == 0
+
+
+@pytest.mark.parametrize("name", [b"Swarm-Postage-Stamp", b"Swarm-Postage-Batch-Id", b"Swarm-Tag", b"Swarm-Pin",
+                                  b"Content-Type"])
+@pytest.mark.parametrize(("value", "shown"), [(b"ab\x80cd", "ab\\x80cd"), (b"\xff", "\\xff"),
+                                              ("caf\u00e9".encode(), "caf\\xe9"), (b"a\x7fb", "a\\x7fb")])
+async def test_every_read_header_refuses_bytes_outside_printable_ascii(raw, name, value, shown):
+    send, _ = raw
+    _, data, stamp = UP.cac(b"y")
+    headers = [(name, value)] if name == b"Swarm-Postage-Stamp" else [(b"Swarm-Postage-Stamp", stamp.hex().encode()),
+                                                                       (name, value)]
+    status, _, body = await send(b"POST", b"/chunks", headers, data)
+    if b"\x7f" in value and status == 400 and body is None:
+        return  # aiohttp's parser refuses DEL in a header value itself, with its own plain-text 400
+    _refused(status, body, name.decode(), shown)
+
+
+async def test_hostile_bearer_token_from_elsewhere_is_a_400(raw):
+    """From a non-loopback client the token is compared: undecodable bytes used to fail its encoding (500)."""
+    send, _ = raw
+    status, _, body = await send(b"DELETE", b"/batches/" + UP.batch_id.hex().encode(),
+                                 [(b"X-Test-Remote", b"10.1.2.3"), (b"Authorization", b"Bearer \xff\xfe")])
+    _refused(status, body, "Authorization", "Bearer \\xff\\xfe")
+    status, _, body = await send(b"DELETE", b"/batches/" + UP.batch_id.hex().encode(),
+                                 [(b"X-Test-Remote", b"10.1.2.3"), (b"Authorization", b"Bearer wrong")])
+    assert status == 401 and body["code"] == 401
+
+
+async def test_hostile_origin_is_refused_and_never_echoed(raw):
+    send, _ = raw
+    status, headers, body = await send(b"GET", b"/health", [(b"Origin", b"http://\xe9vil")])
+    _refused(status, body, "Origin", "http://\\xe9vil")
+    assert "access-control-allow-origin" not in headers
+    status, headers, _ = await send(b"GET", b"/health", [(b"Origin", b"http://ok.example")])
+    assert status == 200 and headers["access-control-allow-origin"] == "http://ok.example"
+
+
+@pytest.mark.parametrize(("target", "field", "shown"), [
+    (b"/chunks/%ff%fe", "address", "%ff%fe"),  # undecodable: kept percent-encoded by the URL parser
+    (b"/chunks/%c3%a9" + b"00" * 31, "address", "\\xe9" + "00" * 31),
+    (b"/rchash/%c3%28/aa/bb", "depth", "%c3("),
+    (b"/rchash/0/%ed%a0%80/bb", "anchor1", "%ed%a0%80"),
+    (b"/rchash/0/aa/bb?consensusTime=%c3%28", "consensusTime", "\\ufffd("),
+    (b"/rchash/0/aa/bb?verbose=%ff", "verbose", "\\ufffd"),
+    (b"/soc/%ff/" + b"00" * 32 + b"?sig=00", "owner", "%ff"),
+])
+async def test_undecodable_path_and_query_values_are_400_with_escaped_display(raw, target, field, shown):
+    send, _ = raw
+    status, _, body = await send(b"GET" if target.startswith((b"/chunks", b"/rchash")) else b"POST", target)
+    assert status == 400, body
+    assert body["code"] == 400 and body["reasons"][0]["field"] == field, body
+    assert body["reasons"][0]["error"].startswith(f"`{field}={shown}`"), body
+
+
+def test_printable_escapes_everything_outside_printable_ascii():
+    assert printable("abc-123 ~") == "abc-123 ~"
+    assert printable("a\udce9b") == "a\\xe9b"  # a raw byte the parser kept as a surrogate escape
+    assert printable("\x00\x1f\x7f") == "\\x00\\x1f\\x7f"
+    assert printable("caf\u00e9 \u20ac \U0001f600") == "caf\\xe9 \\u20ac \\U0001f600"
+
+
+def test_json_body_survives_a_lone_surrogate():
+    raw = json_body({"code": 400, "message": "bad \udce9"})
+    assert json.loads(raw)["code"] == 400

@@ -1,0 +1,336 @@
+"""The real daemon as a subprocess: start, upload, sample, SIGTERM, restart, SIGKILL, --demo, bad data dirs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import lmdb
+import pytest
+
+from chunkstore.reserve import ReserveStore
+from chunkstore.store.layout import DB_INFO, FORMAT_VERSION, INFO_FORMAT, META_DIR, u32
+from tests.api.helpers import Daemon, Uploader
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def wait_ready(session: aiohttp.ClientSession, d: Daemon, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with session.get(d.url("/readiness")) as r:
+            if r.status == 200:
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError("daemon never became ready")
+
+
+async def upload_cac(session, d: Daemon, up: Uploader) -> tuple[bytes, bytes]:
+    addr, data, stamp = up.cac(os.urandom(200))
+    async with session.post(d.url("/chunks"), data=data, headers={"Swarm-Postage-Stamp": stamp.hex()}) as r:
+        assert r.status == 201, await r.text()
+        assert (await r.json())["reference"] == addr.hex()
+    return addr, data
+
+
+async def upload_soc(session, d: Daemon, up: Uploader, via_chunks: bool) -> tuple[bytes, bytes]:
+    soc, stamp = up.soc(os.urandom(100))
+    headers = {"Swarm-Postage-Stamp": stamp.hex()}
+    if via_chunks:
+        url, body = d.url("/chunks"), soc.data
+    else:
+        url = d.url(f"/soc/{soc.owner.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}")
+        body = soc.wrapped_data
+    async with session.post(url, data=body, headers=headers) as r:
+        assert r.status == 201, await r.text()
+        assert (await r.json())["reference"] == soc.address.hex()
+    return soc.address, soc.data
+
+
+async def test_serve_upload_sample_sigterm_restart(tmp_path, daemons):
+    data_dir = tmp_path / "data"  # does not exist yet: the daemon creates it
+    d = daemons(data_dir, "--workers", "1").start()
+    up = Uploader(seed=b"server")
+    acked: dict[bytes, bytes] = {}
+    async with aiohttp.ClientSession() as s:
+        await wait_ready(s, d)
+        async with s.post(d.url("/batches"), json=up.batch_json()) as r:
+            assert r.status == 201
+        for _ in range(30):
+            addr, data = await upload_cac(s, d, up)
+            acked[addr] = data
+        for i in range(8):
+            addr, data = await upload_soc(s, d, up, via_chunks=i % 2 == 0)
+            acked[addr] = data
+        async with s.get(d.url("/rchash/0/aa/bb")) as r:
+            assert r.status == 200, await r.text()
+            first_hash = (await r.json())["hash"]
+        async with s.get(d.url("/status")) as r:
+            status = await r.json()
+            assert status["reserveSize"] == 38
+            overlay = status["overlay"]
+        async with s.get(d.url("/metrics")) as r:
+            text = await r.text()
+            assert 'bee_localstore_reserve_sample_duration_seconds_count{status="success"} 1.0' in text
+    d.signal(signal.SIGTERM)
+    assert d.wait(60) == 0
+    msgs = d.messages()
+    assert "shutting down" in msgs and "store closed" in msgs and "stopped" in msgs
+    assert (data_dir / "overlay").read_text().strip() == overlay
+
+    d2 = daemons(data_dir, "--workers", "1").start()
+    async with aiohttp.ClientSession() as s:
+        await wait_ready(s, d2)
+        for addr, data in acked.items():
+            async with s.get(d2.url(f"/chunks/{addr.hex()}")) as r:
+                assert r.status == 200
+                assert await r.read() == data
+        async with s.get(d2.url("/status")) as r:
+            assert (await r.json())["overlay"] == overlay
+        async with s.get(d2.url("/rchash/0/aa/bb")) as r:
+            assert (await r.json())["hash"] == first_hash
+    assert d2.stop() == 0
+
+
+async def test_sigterm_drains_an_in_flight_upload(tmp_path, daemons):
+    d = daemons(tmp_path / "data").start()
+    up = Uploader(seed=b"drain")
+    async with aiohttp.ClientSession() as s:
+        async with s.post(d.url("/batches"), json=up.batch_json()) as r:
+            assert r.status == 201
+        addr, data, stamp = up.cac(os.urandom(3000))
+        sent_head = asyncio.Event()
+
+        async def slow_body():
+            yield data[:100]
+            sent_head.set()
+            await asyncio.sleep(1.0)
+            yield data[100:]
+
+        async def post():
+            async with s.post(d.url("/chunks"), data=slow_body(), headers={"Swarm-Postage-Stamp": stamp.hex()}) as r:
+                return r.status, await r.json()
+
+        task = asyncio.ensure_future(post())
+        await sent_head.wait()
+        await asyncio.sleep(0.3)  # the request is in the handler, reading its body
+        d.signal(signal.SIGTERM)
+        status, body = await task
+        assert status == 201 and body["reference"] == addr.hex()
+    assert await asyncio.get_running_loop().run_in_executor(None, d.wait, 60) == 0
+    with ReserveStore(tmp_path / "data") as store:
+        assert store.get(addr) == data
+
+
+async def kill_round(data_dir: Path, daemons, up: Uploader, acked: dict[bytes, bytes], seconds: float,
+                     register: bool) -> int:
+    """Upload from 16 clients, SIGKILL the daemon mid-stream; returns how many uploads were acknowledged."""
+    d = daemons(data_dir).start()
+    stop = asyncio.Event()
+    before = len(acked)
+
+    async def uploader(s: aiohttp.ClientSession) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            if n % 5 == 0:
+                soc, stamp = up.soc(os.urandom(64))
+                body, addr = soc.data, soc.address
+            else:
+                addr, body, stamp = up.cac(os.urandom(500))
+            try:
+                async with s.post(d.url("/chunks"), data=body, headers={"Swarm-Postage-Stamp": stamp.hex()}) as r:
+                    if r.status != 201:
+                        raise AssertionError(await r.text())
+                    await r.read()
+                    acked[addr] = body
+            except (aiohttp.ClientError, ConnectionError):
+                return  # the daemon died mid-request: this one was never acknowledged
+
+    async with aiohttp.ClientSession() as s:
+        if register:
+            async with s.post(d.url("/batches"), json=up.batch_json()) as r:
+                assert r.status == 201
+        tasks = [asyncio.ensure_future(uploader(s)) for _ in range(16)]
+        await asyncio.sleep(seconds)
+        d.signal(signal.SIGKILL)
+        await asyncio.get_running_loop().run_in_executor(None, d.wait, 30)
+        stop.set()
+        await asyncio.gather(*tasks)
+    return len(acked) - before
+
+
+def check_acked(data_dir: Path, acked: dict[bytes, bytes]) -> None:
+    from chunkstore.store.verify import verify_store
+
+    report = verify_store(str(data_dir))
+    assert report.ok, report.summary()
+    with ReserveStore(data_dir) as store:
+        missing = [a.hex() for a, body in acked.items() if not store.has(a) or store.get(a) != body]
+    assert not missing, f"{len(missing)} acknowledged chunk(s) lost, e.g. {missing[:3]}"
+
+
+async def test_sigkill_during_concurrent_uploads_loses_no_acked_chunk(tmp_path, daemons):
+    data_dir = tmp_path / "data"
+    up = Uploader(seed=b"kill")
+    acked: dict[bytes, bytes] = {}
+    assert await kill_round(data_dir, daemons, up, acked, 2.0, register=True) > 20
+    check_acked(data_dir, acked)
+    d2 = daemons(data_dir).start()  # and the daemon starts again on it
+    assert d2.stop() == 0
+
+
+@pytest.mark.slow
+async def test_repeated_sigkill_rounds(tmp_path, daemons):
+    data_dir = tmp_path / "data"
+    up = Uploader(seed=b"kill-loop")
+    acked: dict[bytes, bytes] = {}
+    for round_ in range(8):
+        await kill_round(data_dir, daemons, up, acked, 0.5 + 0.37 * round_, register=round_ == 0)
+        check_acked(data_dir, acked)
+    assert len(acked) > 200
+
+
+async def test_demo_fill_then_sample(tmp_path, daemons):
+    data_dir = tmp_path / "demo"
+    d = daemons(data_dir, "--demo", "--demo-chunks", "400", "--workers", "1").start()
+    async with aiohttp.ClientSession() as s:
+        await wait_ready(s, d)
+        async with s.get(d.url("/status")) as r:
+            assert (await r.json())["reserveSize"] == 400
+        async with s.get(d.url("/batches")) as r:
+            (batch,) = (await r.json())["batches"]
+            assert batch["depth"] == 20 and batch["bucketDepth"] == 16
+        for depth in (0, 1, 2):
+            async with s.get(d.url(f"/rchash/{depth}/5a/01?verbose=true")) as r:
+                assert r.status == 200, await r.text()
+                body = await r.json()
+                assert body["reserveSizeWithinDepth"] >= 16
+                assert {it["chunkType"] for it in body["items"]} <= {"CAC", "SOC"}
+    assert d.stop() == 0
+    key = (data_dir / "demo-owner.key").read_text().strip()
+    assert len(key) == 64 and oct((data_dir / "demo-owner.key").stat().st_mode & 0o777) == "0o600"
+
+    # a second start neither refills nor changes the owner
+    d2 = daemons(data_dir, "--demo").start()
+    async with aiohttp.ClientSession() as s:
+        await wait_ready(s, d2)
+        async with s.get(d2.url("/status")) as r:
+            assert (await r.json())["reserveSize"] == 400
+    assert d2.stop() == 0
+    assert (data_dir / "demo-owner.key").read_text().strip() == key
+
+
+async def test_env_vars_configure_the_daemon(tmp_path, daemons):
+    data_dir = tmp_path / "envdata"
+    overlay = "ab" * 32
+    d = daemons(
+        data_dir, "--data-dir", str(data_dir),
+        env={"CHUNKSTORE_OVERLAY": overlay, "CHUNKSTORE_LOG_LEVEL": "debug", "CHUNKSTORE_ADMIN_TOKEN": "t"},
+    ).start()
+    async with aiohttp.ClientSession() as s:
+        async with s.get(d.url("/status")) as r:
+            assert (await r.json())["overlay"] == overlay
+        async with s.get(d.url("/health")) as r:
+            assert r.status == 200
+    assert d.stop() == 0
+    assert any(rec.get("msg") == "api access" and rec.get("path") == "/health" for rec in d.logs)
+    assert not (data_dir / "overlay").exists()  # a configured overlay is not written
+
+
+def test_unknown_store_format_is_refused_with_exit_2(tmp_path):
+    data_dir = tmp_path / "old"
+    ReserveStore(data_dir).close()
+    env = lmdb.open(str(data_dir / META_DIR), max_dbs=4)
+    with env.begin(write=True) as txn:
+        txn.put(INFO_FORMAT, u32(FORMAT_VERSION + 1), db=env.open_db(DB_INFO, txn=txn))
+    env.close()
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", "0"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    rec = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert rec["level"] == "error" and "cannot open" in rec["msg"] and "format" in rec["error"]
+
+
+@pytest.mark.parametrize(
+    "args, env, needle",
+    [
+        ([], {}, "--data-dir"),
+        (["--data-dir", "x", "--port", "70000"], {}, "port"),
+        (["--data-dir", "x"], {"CHUNKSTORE_PORT": "abc"}, "port"),
+        (["--data-dir", "x", "--overlay", "12"], {}, "overlay"),
+        (["--data-dir", "x"], {"CHUNKSTORE_DEMO": "maybe"}, "CHUNKSTORE_DEMO"),
+    ],
+)
+def test_bad_flags_exit_2(tmp_path, args, env, needle):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHUNKSTORE_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve", *args],
+        cwd=tmp_path, env={**clean, "PYTHONPATH": str(ROOT), **env}, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+
+
+def test_port_in_use_exits_1(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(tmp_path / "d"), "--port", str(port)],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+        )
+    assert proc.returncode == 1
+    assert "cannot listen" in proc.stderr
+    with ReserveStore(tmp_path / "d"):  # closed cleanly: opens again
+        pass
+
+
+async def test_health_stays_fast_while_sampling(tmp_path, daemons):
+    """/health p99 under 50 ms while reserve samples run back to back (worker processes, loop free)."""
+    d = daemons(tmp_path / "busy", "--demo", "--demo-chunks", "3000").start()
+    latencies: list[float] = []
+    async with aiohttp.ClientSession() as s:
+        await wait_ready(s, d)
+        done = asyncio.Event()
+
+        async def sampler() -> int:
+            n = 0
+            for i in range(6):
+                async with s.get(d.url(f"/rchash/0/{i + 1:02x}/01?verbose=true")) as r:
+                    assert r.status == 200, await r.text()
+                    n += 1
+            done.set()
+            return n
+
+        async def prober() -> None:
+            while not done.is_set():
+                t0 = time.perf_counter()
+                async with s.get(d.url("/health")) as r:
+                    assert r.status == 200
+                    await r.read()
+                latencies.append(time.perf_counter() - t0)
+                await asyncio.sleep(0.005)
+
+        n, _ = await asyncio.gather(sampler(), prober())
+        assert n == 6
+        async with s.get(d.url("/metrics")) as r:
+            assert 'bee_localstore_reserve_sample_duration_seconds_count{status="success"} 6.0' in await r.text()
+    assert d.stop() == 0
+    latencies.sort()
+    p99 = latencies[int(0.99 * (len(latencies) - 1))]
+    assert len(latencies) > 20
+    print(f"health p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms, n={len(latencies)}")
+    assert p99 < 0.050, f"/health p99 {p99 * 1000:.1f} ms over {len(latencies)} probes"
