@@ -170,12 +170,13 @@ def _feed(src: Path, pipe) -> None:  # noqa: ANN001 - a subprocess pipe
             pass
 
 
-def build(n: int, soc_fraction: float, cache: Path, workers: int | None) -> tuple[Path, dict]:
+def build(n: int, soc_fraction: float, cache: Path, workers: int | None, rebuild: bool = False) -> tuple[Path, dict]:
     """The store of n chunks, imported from the generated export (cached with the import's figures)."""
     store = cache / f"scale-store-n{n}-soc{int(soc_fraction * 100)}-f{FORMAT}"
     info_file = store / "BENCH.json"
-    if info_file.exists():
+    if info_file.exists() and not rebuild:
         return store, json.loads(info_file.read_text())
+    shutil.rmtree(store, ignore_errors=True)  # a rebuild, or what a failed build left
     need = n * (STORE_BYTES_PER_CHUNK + STAGING_BYTES_PER_CHUNK) + MARGIN
     free = shutil.disk_usage(cache).free
     if free < need:
@@ -357,6 +358,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=None, help="import and sampler workers (default: cores)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--generate-only", action="store_true", help="only generate (and cache) the compressed exports")
+    ap.add_argument("--rebuild", action="store_true", help="import the stores again (measures the import again)")
+    ap.add_argument("--no-sample", action="store_true", help="build (or reuse) the stores, sample nothing")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     ignore = args.cache / ".gitignore"
@@ -371,7 +374,7 @@ def main() -> int:
     sizes = [args.chunks] + ([args.compare] if args.compare and args.compare != args.chunks else [])
     stores = {}
     for n in sizes:
-        store, info = build(n, args.soc_fraction, args.cache, args.workers)
+        store, info = build(n, args.soc_fraction, args.cache, args.workers, args.rebuild)
         stores[n] = store
         print(f"store of {n:,} chunks: {store} (imported at {info['import_per_second']:,.0f} records/s = "
               f"{info['import_per_second'] / info['limit']:.2f} x L(then {info['limit']:,.0f}); import peak anon "
@@ -380,6 +383,8 @@ def main() -> int:
         if "cores_used" in info:
             print(f"  import used {info['cores_used']:.2f} cores; other processes {info['other_processes_cores']:.2f} "
                   f"cores meanwhile (load average {info['load_average']:.2f})")  # fmt: skip
+    if args.no_sample:
+        return 0
     name, call_rate, rates = single_lane_limit(2.0)
     limit = call_rate * cores() / CALLS_PER_CHUNK
     print(f"L ({name}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s "

@@ -37,15 +37,13 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from chunkstore.swarm.bmt.numba_kernels import _jit
+from chunkstore.swarm.libc import RWF_NOWAIT, sys_fadvise, sys_pread, sys_preadv2
+
+__all__ = ["RWF_NOWAIT", "sys_fadvise", "sys_pread", "sys_preadv2"]  # the scan's numba functions call them too
 
 PAGEHDRSZ = 16
 NODE_HEADER = 8
@@ -77,55 +75,6 @@ PREFETCH_LEAVES = 64  # sibling leaves asked for ahead of a walk, as it reaches 
 
 class DirectReadError(Exception):
     """The file does not look like what this reader expects: read the shard through py-lmdb instead."""
-
-
-# ------------------------------------------------------------------ system calls
-
-
-def _external(name: str, ret: ir.Type, args: list[ir.Type]) -> Any:
-    """An intrinsic calling libc's ``name`` by symbol (cacheable, unlike a ctypes pointer).
-
-    Every argument and the result are int64 on the numba side (pointers as
-    addresses); numba intrinsics take no ``*args``, hence one per arity.
-    """
-    i64 = ir.IntType(64)
-    if len(args) == 4:
-
-        @intrinsic
-        def call(typingctx: Any, a: Any, b: Any, c: Any, d: Any) -> tuple[Any, Any]:  # noqa: ARG001
-            return _signature(4), codegen
-
-    else:
-
-        @intrinsic
-        def call(typingctx: Any, a: Any, b: Any, c: Any, d: Any, e: Any) -> tuple[Any, Any]:  # noqa: ARG001
-            return _signature(5), codegen
-
-    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, values: list[ir.Value]) -> ir.Value:
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
-        conv = []
-        for value, ty in zip(values, args, strict=True):
-            if isinstance(ty, ir.PointerType):
-                conv.append(builder.inttoptr(value, ty))
-            elif ty.width < 64:
-                conv.append(builder.trunc(value, ty))
-            else:
-                conv.append(value)
-        result = builder.call(fn, conv)
-        return builder.sext(result, i64) if ret.width < 64 else result
-
-    return call
-
-
-def _signature(arity: int) -> Any:
-    return types.int64(*([types.int64] * arity))
-
-
-_I32, _I64, _PTR = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
-sys_pread = _external("pread", _I64, [_I32, _PTR, _I64, _I64])
-sys_fadvise = _external("posix_fadvise", _I32, [_I32, _I64, _I64, _I32])
-sys_preadv2 = _external("preadv2", _I64, [_I32, _PTR, _I32, _I64, _I32])
-RWF_NOWAIT = 0x00000008  # preadv2: fail with EAGAIN instead of waiting for the disk
 
 
 # ------------------------------------------------------------------ page helpers (numba)

@@ -28,13 +28,15 @@ def _load() -> object:
     if not hashing.accelerated():
         return _gather_py
     from chunkstore.swarm.bmt.numba_kernels import _jit
+    from chunkstore.swarm.libc import sys_memcpy
 
     @_jit
     def gather(src: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dst: np.ndarray, at: int) -> int:
+        # libc's memcpy: numba's slice assignment copies a byte at a time (measured 1.4 GB/s)
+        s, d = src.ctypes.data, dst.ctypes.data
         for i in range(offsets.shape[0]):
-            o = offsets[i]
             n = lengths[i]
-            dst[at : at + n] = src[o : o + n]
+            sys_memcpy(d + at, s + offsets[i], n)
             at += n
         return at
 
@@ -48,9 +50,11 @@ def gather(src: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dst: np.nd
     """Copy ``src[offsets[i] : offsets[i] + lengths[i]]`` for each i, back to back, into ``dst`` from ``at``.
 
     Returns the offset after the last byte written. ``src`` and ``dst`` are
-    1-D uint8 arrays; the ranges must lie inside them (checked here).
+    1-D uint8 arrays, C-contiguous; the ranges must lie inside them (checked here).
     """
     global _gather
+    if not (src.flags.c_contiguous and dst.flags.c_contiguous and src.ndim == dst.ndim == 1):
+        raise ValueError("gather copies between 1-D C-contiguous arrays")
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     if len(offsets):
