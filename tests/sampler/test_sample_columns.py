@@ -190,3 +190,22 @@ def test_a_chunk_split_over_blocks_is_hashed_twice_and_sampled_once(world, monke
             else:
                 assert direct.stats[c] == rows.stats[c]
     assert split  # the world has chunks under more than five stamps
+
+
+def test_a_file_the_reader_refuses_falls_back_to_py_lmdb(world, monkeypatch, caplog) -> None:
+    """DirectReadError on a shard: the row scan samples it, the run counts it, the answer is the same."""
+    from sampler import lmdbfile
+
+    w, _ = world
+    expected = reserve_sample(w.store, b"\x00", 0, w.base_time + 10**15, workers=0)
+    assert expected.stats.direct_read_fallbacks == 0
+
+    def refuse(*args: object) -> None:
+        raise lmdbfile.DirectReadError("refused for the test")
+
+    monkeypatch.setattr(lmdbfile, "open_trees", refuse)
+    got = reserve_sample(w.store, b"\x00", 0, w.base_time + 10**15, workers=0)
+    assert [it.transformed_address for it in got.items] == [it.transformed_address for it in expected.items]
+    assert got.stats.direct_read_fallbacks == SHARDS
+    assert got.stats.total_iterated == expected.stats.total_iterated
+    assert "reading through py-lmdb instead" in caplog.text
