@@ -55,8 +55,10 @@ class Daemon:
                *extra]  # fmt: skip
         if workers:
             cmd += ["--workers", str(workers)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # Another checkout named by PYTHONPATH runs instead of this one (before/after comparisons).
+        tree = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or str(ROOT)
+        env = {**os.environ, "PYTHONPATH": tree}
+        self.proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self.port: int | None = None
         self._ready = threading.Event()
