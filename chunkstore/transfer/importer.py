@@ -282,7 +282,8 @@ def _publish(
 ) -> None:
     load = report.load
     status = np.zeros(report.records, np.uint8)
-    window = sizes.window(sum(isinstance(r, FileRun) for r in runs) + 1)
+    on_disk = sum(isinstance(r, FileRun) for r in runs)
+    window = sizes.window(on_disk + 1, run_buffer_free=on_disk == len(runs) > 1)
     # LMDB keeps each environment's largest transaction's worth of dirty pages for reuse: one
     # commit's share per shard, so that all shards together stay inside the publish budget.
     commit_bytes = sizes.commit_bytes(store.shard_count)

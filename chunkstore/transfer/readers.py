@@ -82,10 +82,21 @@ class Collector:
         return {a.tobytes() for a in found[counts > 1]}
 
     def finish(self) -> list[Run]:
-        """The runs: those spilled, and what the buffer still holds as the last (in memory)."""
+        """The runs: those spilled, and what the buffer still holds as the last.
+
+        When runs were spilled already, the last is spilled too and the run
+        buffer let go of: publishing then merges every run from disk, and its
+        read windows get the buffer's memory (with a hundred runs, windows of
+        a budget's small share held a few dozen rows each, and merging cost
+        more than validating). A single run stays in memory, as it was.
+        """
         if self.buffer.rows:
-            self.runs.append(self.buffer.seal(self.shard_count))
-            self.buffer.rows = 0
+            if self.runs:
+                self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
+                self.buffer = RunBuffer(0, 0)
+            else:
+                self.runs.append(self.buffer.seal(self.shard_count))
+                self.buffer.rows = 0
         return self.runs
 
     def discard(self) -> None:
