@@ -14,11 +14,26 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 
 import chunkstore
+from chunkstore.content import NodeStamper
 from chunkstore.reserve import ReserveStore, ReserveWorker
 from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.bzz import MimeTable
+from chunkstore.swarm.signer import Signer
 from sampler import SampleResult, reserve_sample_async
 
-from . import routes_batches, routes_chainstate, routes_chunks, routes_daemon, routes_rchash, routes_status, routes_ui
+from . import (
+    routes_batches,
+    routes_bytes,
+    routes_bzz,
+    routes_chainstate,
+    routes_chunks,
+    routes_daemon,
+    routes_node,
+    routes_rchash,
+    routes_stamps,
+    routes_status,
+    routes_ui,
+)
 from .config import Config
 from .metrics import Metrics
 from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
@@ -49,6 +64,7 @@ def make_app(
     sample_fn: SampleFn | None = None,
     close_store: bool = False,
     ready: bool = True,
+    signer: Signer | None = None,
 ) -> web.Application:
     """Build the daemon's application over an open store.
 
@@ -63,6 +79,9 @@ def make_app(
     """
     metrics = Metrics(config.sampling_window)
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
+    # Uploads hold a thread for as long as their body arrives: a pool of their own, so that they
+    # never starve the short store calls every other request makes.
+    upload_executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="upload")
     reserve = store.reserve
     if overlay is None:
         overlay = reserve.overlay
@@ -70,16 +89,25 @@ def make_app(
         reserve.set_overlay(overlay)
     sample_fn = sample_fn or default_sample_fn(store, config)
     worker = None if store.readonly else ReserveWorker(reserve)
+    if signer is None:
+        signer = Signer.generate()
+    mime = MimeTable()
+    if config.mime_types is not None:
+        mime.load_mime_types(config.mime_types)
     state = AppState(
         store=store,
         config=config,
         overlay=overlay,
         metrics=metrics,
         executor=executor,
+        upload_executor=upload_executor,
         sample_fn=sample_fn,
         puts=PutQueue(store, executor),
         sampler=SampleCoordinator(sample_fn, metrics, config.sample_wait),
         reserve_worker=worker,
+        signer=signer,
+        stamper=NodeStamper(store, signer),
+        mime=mime,
         version=chunkstore.__version__,
         ready=ready,
     )
@@ -98,6 +126,10 @@ def make_app(
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
     routes_daemon.add_routes(app)
+    routes_node.add_routes(app)
+    routes_stamps.add_routes(app)
+    routes_bytes.add_routes(app)
+    routes_bzz.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
@@ -111,6 +143,7 @@ def make_app(
         await coordinator.close()
         if worker is not None:  # its current step finishes; what is left resumes at the next start
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+        await asyncio.get_running_loop().run_in_executor(None, upload_executor.shutdown, True)
         await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
         if close_store:
             store.close()

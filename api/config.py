@@ -58,6 +58,9 @@ class Config:
     chainstate: Path | None = None
     block_time: int = BLOCK_TIME
     map_size: int | None = None
+    node_key_file: Path | None = None
+    dev: bool = False
+    mime_types: Path | None = None
 
 
 def env_name(flag: str) -> str:
@@ -160,7 +163,7 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--max-body", _positive_int, "largest request body accepted, bytes"),
     ("--sample-wait", _non_negative_float, "seconds a different /rchash request waits for a running sample before 503"),
     ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample"),
-    ("--threads", _positive_int, "threads for blocking store calls"),
+    ("--threads", _positive_int, "threads for blocking store calls, and as many again for uploads in progress"),
     ("--shards", _positive_int, "store shards for a new store (default: the store's own)"),
     ("--shutdown-timeout", _non_negative_float, "seconds to drain in-flight requests on SIGTERM/SIGINT"),
     ("--log-format", str, "json (JSON lines) or kv (key=value)"),
@@ -172,6 +175,10 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--reserve-min-evict-count", _positive_int, "entries evicted at least per batch visited when over capacity"),
     ("--chainstate", str, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
     ("--block-time", _positive_int, "seconds per block, for batchTTL"),
+    ("--node-key-file", str, "file holding the node's secp256k1 key as 64 hex (default: <data dir>/node.key, "
+     "created on first start)"),
+    ("--dev", bool, "development mode: POST /stamps buys batches at once, /wallet has a dev balance; no chain"),
+    ("--mime-types", str, "a mime.types file whose extensions add to Go's built-in table for typing tar entries"),
     ("--map-size", _map_size, "LMDB map size of each store environment, e.g. 512G or 4T (default: the size "
      "of the data dir's file system, within 256 GiB..16 TiB over the shards)"),
 ]
@@ -258,4 +265,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         chainstate=Path(ns.chainstate) if ns.chainstate else None,
         block_time=ns.block_time,
         map_size=ns.map_size,
+        node_key_file=Path(ns.node_key_file) if ns.node_key_file else None,
+        dev=bool(ns.dev),
+        mime_types=Path(ns.mime_types) if ns.mime_types else None,
     )

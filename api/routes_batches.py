@@ -12,6 +12,10 @@ The reference node learns batches from the chain; this daemon has no chain, so
 an operator registers them: ``POST /batches`` with the same JSON fields (no
 ``batchTTL``) creates a batch (201) or replaces a known one (200), and
 ``DELETE /batches/{id}`` forgets one. Both need admin rights (see ``api.auth``).
+
+Without ``owner`` the batch is the node's: its owner is the node key's
+address, the daemon stamps uploads that name it (``Swarm-Postage-Batch-Id``)
+and ``GET /stamps`` lists it; an optional ``label`` names it there.
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def parse_batch_json(raw: bytes) -> dict[str, Any]:
         raise ApiError(400, f"invalid request body: not JSON ({exc})") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid request body: want a JSON object")
-    missing = [f for f in ("batchID", "owner", "depth", "bucketDepth", "immutable", "value", "start") if f not in body]
+    missing = [f for f in ("batchID", "depth", "bucketDepth", "immutable", "value", "start") if f not in body]
     if missing:
         raise ApiError(
             400,
@@ -80,7 +84,10 @@ def parse_batch_json(raw: bytes) -> dict[str, Any]:
             [{"field": f, "error": "required"} for f in missing],
         )
     batch_id = _hex_field(body, "batchID", BATCH_ID_SIZE)
-    owner = _hex_field(body, "owner", ETH_ADDRESS_SIZE)
+    owner = _hex_field(body, "owner", ETH_ADDRESS_SIZE) if "owner" in body else None
+    label = body.get("label", "")
+    if not isinstance(label, str):
+        raise _field_error("label", "must be a string")
     depth = _int_field(body, "depth", 0, MAX_BATCH_DEPTH)
     bucket_depth = _int_field(body, "bucketDepth", 0, min(depth, MAX_BUCKET_DEPTH))
     immutable = body["immutable"]
@@ -98,6 +105,7 @@ def parse_batch_json(raw: bytes) -> dict[str, Any]:
         "immutable": immutable,
         "value": int(value),
         "start": start,
+        "label": label,
     }
 
 
@@ -112,6 +120,14 @@ def _upsert(store: ReserveStore, batch: Batch) -> bool:
         return True
     store.batches.update(batch)
     return False
+
+
+def _register_issuer(store: ReserveStore, batch: Batch, label: str) -> None:
+    """Give a node-owned batch its issuer record (label, amount, block), keeping any positions handed out."""
+    old = store.issuers.info(batch.id)
+    amount = batch.value if old is None else old.amount
+    store.issuers.register(batch.id, label=label or ("" if old is None else old.label), amount=amount,
+                           block_number=batch.start)
 
 
 def _remove(store: ReserveStore, batch_id: bytes) -> bool:
@@ -152,9 +168,15 @@ async def post_batch(request: web.Request) -> web.Response:
     require_admin(request, st.config.admin_token)
     raw = await request.read()
     fields = parse_batch_json(raw)
+    label = fields.pop("label")
+    node_owned = fields["owner"] is None
+    if node_owned:
+        fields["owner"] = st.signer.address
     try:
         batch = Batch(**fields)
         created = await st.run(_upsert, st.store, batch)
+        if batch.owner == st.signer.address:  # the node stamps for it: give it an issuer
+            await st.run(_register_issuer, st.store, batch, label)
         chain = await st.run(current, st.store)
     except StoreWriteFailed:
         raise  # the node's trouble, not the batch's: the error middleware answers 507/500

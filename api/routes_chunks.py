@@ -3,8 +3,11 @@
 Answers follow the reference node (``pkg/api/chunk.go``, ``soc.go``,
 ``chunk_address.go``); where the reference answers 500 for a client's mistake
 (a body that is no valid chunk, a stamp that fits neither reading) this daemon
-answers 4xx naming the problem. Only pre-signed stamps are accepted: the
-daemon holds no batch keys, so ``Swarm-Postage-Batch-Id`` alone is refused.
+answers 4xx naming the problem. A pre-signed stamp (``Swarm-Postage-Stamp``)
+is checked against its batch; ``Swarm-Postage-Batch-Id`` alone names a batch
+the node owns, and the node stamps the chunk itself (``state.stamper``, as
+bee-js's ``streamDirectory`` and ``uploadChunk`` with a batch id expect).
+A batch id of someone else's batch is a 400: the node cannot sign for it.
 """
 
 from __future__ import annotations
@@ -13,19 +16,21 @@ import logging
 
 from aiohttp import web
 
+from chunkstore.content import NotNodeBatch
 from chunkstore.reserve import OutOfRadius, ReserveStore
 from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch
 from chunkstore.store.store import PutResult
+from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.constants import BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.constants import MAX_CAC_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
 from chunkstore.swarm.constants import MAX_SOC_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidSignature, InvalidStamp, SwarmError
-from chunkstore.swarm.soc import SOC, verify_soc_signature
+from chunkstore.swarm.soc import SOC, parse_soc, verify_soc_signature
 
 from .errors import ApiError, ParamError, json_response, nearest, status_for
 from .middleware import write_refused
 from .params import decode_hex, parse_uint
-from .state import state_of
+from .state import AppState, state_of
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +40,12 @@ TAG_HEADER = "Swarm-Tag"
 
 MSG_NO_STAMP = f"Either '{STAMP_HEADER}' or '{BATCH_HEADER}' header must be set in the request"
 MSG_PRESIGNED = (
-    f"pre-signed stamps are required: send the 113-byte stamp as 226 hex characters in '{STAMP_HEADER}'; "
-    f"this node holds no batch keys, so '{BATCH_HEADER}' alone cannot be stamped"
+    f"pre-signed stamps are required for it: send the 113-byte stamp as 226 hex characters in '{STAMP_HEADER}'"
 )
 
 
-def stamp_from_headers(request: web.Request) -> bytes:
-    """The raw 113-byte stamp of an upload, or an ApiError the way the reference words it."""
+def stamp_from_headers(request: web.Request) -> bytes | None:
+    """The raw 113-byte stamp of an upload, None for a node-stamped one (batch id only), or an ApiError."""
     tag = request.headers.get(TAG_HEADER)
     if tag:
         parse_uint("header", TAG_HEADER, tag)
@@ -53,9 +57,25 @@ def stamp_from_headers(request: web.Request) -> bytes:
             raise ApiError(400, f"Stamp deserialization failure: stamp is {len(raw)} bytes; must be {STAMP_SIZE}")
         return raw
     if batch_hex:
-        decode_hex("header", BATCH_HEADER, batch_hex)
-        raise ApiError(400, MSG_PRESIGNED)
+        decode_hex("header", BATCH_HEADER, batch_hex, size=32)
+        return None
     raise ApiError(400, MSG_NO_STAMP)
+
+
+def _node_stamp(st: AppState, request: web.Request, address: bytes) -> bytes:
+    """Stamp ``address`` with the node's batch named by the batch id header (blocking)."""
+    batch_id = bytes.fromhex(request.headers[BATCH_HEADER])
+    try:
+        return st.stamper.stamp(batch_id, [address])[0].to_bytes()
+    except NotNodeBatch as exc:
+        raise ApiError(400, f"{exc}; {MSG_PRESIGNED}") from None
+
+
+def _address_of(data: bytes) -> bytes:
+    """The address a chunk body stands for: as a CAC when it can be one (as the reference reads it), else a SOC."""
+    if SPAN_SIZE <= len(data) <= CHUNK_WITH_SPAN:
+        return chunk_hash(data)
+    return parse_soc(data).address
 
 
 async def read_body(request: web.Request, limit: int, too_large: str) -> bytes:
@@ -69,9 +89,12 @@ async def read_body(request: web.Request, limit: int, too_large: str) -> bytes:
     return data
 
 
-def _build_soc(store: ReserveStore, owner: bytes, soc_id: bytes, sig: bytes, wrapped: bytes, stamp: bytes) -> SOC:
+def _build_soc(
+    store: ReserveStore, owner: bytes, soc_id: bytes, sig: bytes, wrapped: bytes, stamp: bytes | None
+) -> SOC:
     """The SOC of ``POST /soc`` after the reference's checks: batch known (404), signature by owner (401)."""
-    store.batches.get(stamp[:BATCH_ID_SIZE])  # UnknownBatch: 404
+    if stamp is not None:
+        store.batches.get(stamp[:BATCH_ID_SIZE])  # UnknownBatch: 404
     try:
         return verify_soc_signature(owner, soc_id, sig, wrapped)
     except SwarmError as exc:
@@ -117,7 +140,12 @@ async def post_chunk(request: web.Request) -> web.Response:
         if len(data) < SPAN_SIZE:
             raise ApiError(400, f"insufficient data length: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
         try:
-            result = await st.puts.put(data, stamp)
+            if stamp is None:
+                address = await st.run(_address_of, data)
+                stamp = await st.run(_node_stamp, st, request, address)
+                result = await st.puts.put(data, stamp, address=address)
+            else:
+                result = await st.puts.put(data, stamp)
         except SwarmError as exc:
             raise _put_error(request, exc) from None
     except ApiError:
@@ -141,6 +169,8 @@ async def post_soc(request: web.Request) -> web.Response:
             raise ApiError(400, f"short chunk data: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
         try:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
+            if stamp is None:
+                stamp = await st.run(_node_stamp, st, request, soc.address)
             result = await st.puts.put(soc.data, stamp, address=soc.address)
         except SwarmError as exc:
             raise _put_error(request, exc) from None

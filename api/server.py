@@ -36,12 +36,16 @@ from aiohttp import web
 from chunkstore import __version__
 from chunkstore.reserve import ChainState, InvalidChainState, ReserveOptions, ReserveStore, parse_chainstate
 from chunkstore.store.errors import StoreFormatError, StoreWriteFailed
+from chunkstore.swarm.bzz import MimeTable
+from chunkstore.swarm.signer import Signer
 
 from .app import make_app
 from .config import Config
 from .demo import fill_demo, write_private
 from .logs import setup_logging
+from .nodekey import NodeKeyError, load_node_key
 from .routes_daemon import log_hash_backend
+from .routes_stamps import DEV_CHAINSTATE
 from .state import STATE, AppState
 
 log = logging.getLogger(__name__)
@@ -85,6 +89,23 @@ def resolve_overlay(data_dir: Path, configured: str | None) -> bytes:
     return raw
 
 
+def check_mime_types(path: Path | None) -> None:
+    """A ``--mime-types`` file must be readable (it is loaded when the app is built)."""
+    if path is None:
+        return
+    try:
+        MimeTable().load_mime_types(path)
+    except OSError as exc:
+        raise StartupError(f"cannot read the mime types file {path}: {exc.strerror or exc}", 2) from None
+
+
+def dev_chainstate(store: ReserveStore) -> None:
+    """In --dev mode, a chain state the clients can price batches with, unless one is set already."""
+    if store.reserve.chainstate is None:
+        store.reserve.set_chainstate(DEV_CHAINSTATE)
+        log.info("dev chain state set", extra={"fields": DEV_CHAINSTATE.to_json()})
+
+
 def load_chainstate(path: Path | None) -> ChainState | None:
     """The chain state in a ``--chainstate`` file, or None without one; a bad file is a start-up error."""
     if path is None:
@@ -97,9 +118,15 @@ def load_chainstate(path: Path | None) -> ChainState | None:
         raise StartupError(f"{path} is not a chain state ({{block, totalAmount, currentPrice}}): {exc}", 2) from None
 
 
-async def serve(config: Config, store: ReserveStore, overlay: bytes, started: threading.Event | None = None) -> None:
+async def serve(
+    config: Config,
+    store: ReserveStore,
+    overlay: bytes,
+    started: threading.Event | None = None,
+    signer: Signer | None = None,
+) -> None:
     """Serve until SIGTERM/SIGINT, then drain; the caller closes ``store`` afterwards."""
-    app = make_app(store, config, overlay=overlay, ready=not config.demo)
+    app = make_app(store, config, overlay=overlay, ready=not config.demo, signer=signer)
     state = app[STATE]
     # drain() does the patient waiting; what is left afterwards is cut off quickly
     runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None, handle_signals=False)
@@ -131,7 +158,8 @@ async def serve(config: Config, store: ReserveStore, overlay: bytes, started: th
         log.info(
             "listening",
             extra={"fields": {"url": f"http://{config.host}:{port}", "host": config.host, "port": port,
-                              "data_dir": str(config.data_dir), "overlay": overlay.hex(), "pid": os.getpid()}},
+                              "data_dir": str(config.data_dir), "overlay": overlay.hex(),
+                              "ethereum": state.signer.address.hex(), "dev": config.dev, "pid": os.getpid()}},
         )
 
         if config.demo:
@@ -204,6 +232,11 @@ def run(config: Config) -> int:
         # The overlay first: the store counts its reserve by proximity to it.
         overlay = resolve_overlay(config.data_dir, config.overlay)
         chainstate = load_chainstate(config.chainstate)
+        signer = load_node_key(config.data_dir, config.node_key_file)
+        check_mime_types(config.mime_types)
+    except NodeKeyError as exc:
+        log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
+        return 2
     except StartupError as exc:
         log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
         return exc.code
@@ -230,7 +263,9 @@ def run(config: Config) -> int:
             except StoreWriteFailed as exc:
                 raise StartupError(f"cannot store the chain state of {config.chainstate}: {exc}", 1) from None
             log.info("chain state loaded", extra={"fields": {"file": str(config.chainstate), **chainstate.to_json()}})
-        asyncio.run(serve(config, store, overlay))
+        if config.dev:
+            dev_chainstate(store)
+        asyncio.run(serve(config, store, overlay, signer=signer))
     except StartupError as exc:
         log.error(str(exc), extra={"fields": {"data_dir": str(config.data_dir)}})
         code = exc.code

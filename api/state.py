@@ -1,19 +1,28 @@
 """What the handlers of one app share: the store, settings, metrics, the thread pool, the write queue,
-the sample coordinator, the reserve worker and the per-batch entry counts."""
+the sample coordinator, the reserve worker, the node key and its stamper, and the per-batch entry counts.
+
+``state.stamper`` (a ``chunkstore.content.NodeStamper``) is the one object that signs stamps for the
+node's batches: ``stamper.stamp(batch_id, addresses) -> [Stamp]`` (blocking: run it in the thread
+pool with ``state.run``), durable positions, ``NotNodeBatch``/``UnknownBatch``/``BucketFull`` as
+typed errors. Content uploads go through ``state.upload_session(batch_id, options)``, which every
+chunk of an upload passes (stamp, store in groups, count, observers)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
 
+from chunkstore.content import NodeStamper, UploadObserver, UploadOptions, UploadSession
 from chunkstore.reserve import ReserveStore, ReserveWorker
+from chunkstore.swarm.bzz import FeedPointer, MimeTable
+from chunkstore.swarm.signer import Signer
 
 from .batchshare import BatchEntriesCache
 from .config import Config
@@ -22,6 +31,25 @@ from .putqueue import PutQueue
 from .sampling import SampleCoordinator, SampleFn
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FeedTarget:
+    """What a feed manifest resolves to, for ``GET /bzz``: the content of the feed's latest update.
+
+    ``reference`` is the manifest (or file) to serve; ``root_chunk`` its root
+    chunk when the update carries it instead of the store (Bee's v2 updates
+    wrap the root chunk in the SOC); ``headers`` go on the answer
+    (``Swarm-Feed-Index``, ``Swarm-Feed-Resolved-Version``).
+    """
+
+    reference: bytes
+    root_chunk: bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+# Looks up a feed's latest update (blocking; None: the feed has no update). Set by the feeds work (issue 13).
+FeedResolver = Callable[[FeedPointer], FeedTarget | None]
 
 API_VERSION = "8.1.0"  # the reference node's OpenAPI version whose endpoints this daemon serves
 
@@ -32,11 +60,18 @@ class AppState:
     config: Config
     overlay: bytes
     metrics: Metrics
-    executor: ThreadPoolExecutor
+    executor: ThreadPoolExecutor  # short blocking store calls (state.run)
+    upload_executor: ThreadPoolExecutor  # one thread per running upload (api.uploads)
     sample_fn: SampleFn
     puts: PutQueue  # group commit of uploads
     sampler: SampleCoordinator  # one /rchash sample at a time
     reserve_worker: ReserveWorker | None  # eviction and expiry, for a writable store
+    signer: Signer  # the node key: owns the node's batches
+    stamper: NodeStamper  # signs stamps for the node's batches (see the module docstring)
+    mime: MimeTable  # extension -> Content-Type for tar entries (Go's table, plus --mime-types)
+    # Observers every upload session gets (tags and pins register theirs here).
+    upload_observers: list[UploadObserver] = field(default_factory=list)
+    feed_resolver: FeedResolver | None = None  # GET /bzz of a feed manifest: 501 until set
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     version: str = "0.0.0"
     ready: bool = True
@@ -66,6 +101,12 @@ class AppState:
         except TimeoutError:
             return False
         return True
+
+    def upload_session(self, batch_id: bytes, options: UploadOptions | None = None) -> UploadSession:
+        """A session for one upload stamped by ``batch_id`` (blocking: checks the batch; call it in the pool)."""
+        return UploadSession(
+            self.store, self.stamper, batch_id, options=options or UploadOptions(), observers=list(self.upload_observers)
+        )
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking store call in the thread pool, keeping the event loop free."""

@@ -133,6 +133,7 @@ class BatchStore:
         write_lock: Callable[[], AbstractContextManager[object]],
         purge: Callable[[bytes, ShouldStop | None], int],
         changed: Callable[[], None] | None = None,
+        dropped: Callable[[lmdb.Transaction, bytes], None] | None = None,
     ) -> None:
         self._env = env
         self._db = db
@@ -140,6 +141,7 @@ class BatchStore:
         self._write_lock = write_lock
         self._purge = purge
         self._changed = changed  # told after an add or update (the reserve checks expiry)
+        self._dropped = dropped  # in the removal's last transaction: what else goes with the batch (its issuer)
 
     # Reads.
 
@@ -248,6 +250,8 @@ class BatchStore:
         removed = self._purge(batch_id, should_stop)
         with self._write_lock(), self._env.begin(write=True) as txn:
             txn.delete(batch_id, db=self._db)
+            if self._dropped is not None:
+                self._dropped(txn, batch_id)
         return removed
 
     def _check_writable(self) -> None:

@@ -13,11 +13,12 @@ from collections.abc import Callable
 
 import lmdb
 
-from .envs import acquire_env, release_env
+from .envs import Database, acquire_env, release_env
 from .errors import StoreFormatError
 from .layout import (
     DB_BATCHES,
     DB_INFO,
+    DB_ISSUERS,
     FORMAT_VERSION,
     INFO_BYTES,
     INFO_FORMAT,
@@ -38,16 +39,25 @@ from .shard import check_info
 
 
 class MetaEnv:
-    """The meta environment: store-wide info and the batch records."""
+    """The meta environment: store-wide info, the batch records and the node's stamp issuers."""
 
-    def __init__(self, env: lmdb.Environment, shard_count: int) -> None:
+    def __init__(self, env: lmdb.Environment, shard_count: int, *, readonly: bool = False) -> None:
         self.env = env
         self.info = env.open_db(DB_INFO, create=False)
         self.batches = env.open_db(DB_BATCHES, create=False)
+        self.issuers = _optional_db(env, DB_ISSUERS, create=not readonly)
         self.shard_count = shard_count
 
     def close(self) -> None:
         release_env(self.env)
+
+
+def _optional_db(env: lmdb.Environment, name: bytes, *, create: bool) -> Database | None:
+    """A database added after format version 1: created by a writable open, None in an older store read-only."""
+    try:
+        return env.open_db(name, create=create)
+    except lmdb.NotFoundError:
+        return None
 
 
 def check_shard_count(shards: int) -> int:
@@ -82,7 +92,7 @@ def open_meta(
             with env.begin() as txn:
                 unfinished = txn.stat()["entries"] == 0
             if not (unfinished and not readonly):
-                return _check_meta(env, meta_path, root, shards)
+                return _check_meta(env, meta_path, root, shards, readonly=readonly)
         except BaseException:
             release_env(env)
             raise
@@ -91,7 +101,7 @@ def open_meta(
     return _create(root, meta_path, count, map_size, shard_map_size(count))
 
 
-def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None) -> MetaEnv:
+def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None, *, readonly: bool) -> MetaEnv:
     try:
         db = env.open_db(DB_INFO, create=False)
     except lmdb.NotFoundError:
@@ -100,7 +110,7 @@ def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | 
     count = read_u32(info[INFO_SHARDS])
     if shards is not None and shards != count:
         raise StoreFormatError(f"{root}: store has {count} shards; opened asking for {shards}")
-    return MetaEnv(env, count)
+    return MetaEnv(env, count, readonly=readonly)
 
 
 def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: int) -> MetaEnv:

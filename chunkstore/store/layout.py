@@ -43,8 +43,12 @@ DB_TAILS = b"tails"
 DB_STAMPS = b"stamps"
 DB_SLOTS = b"slots"
 DB_PENDING = b"pending"
+# The node's stamp issuers (issuers.py). Optional like the reserve keys: a store written before it
+# existed gets it at its first writable open, and a build that does not know it ignores it, so it did
+# not bump the format version.
+DB_ISSUERS = b"issuers"
 SHARD_DBS = (DB_INFO, DB_CHUNKS, DB_TAILS, DB_STAMPS, DB_SLOTS, DB_PENDING)
-META_DBS = (DB_INFO, DB_BATCHES)
+META_DBS = (DB_INFO, DB_BATCHES, DB_ISSUERS)
 
 # Keys of the ``info`` databases.
 INFO_MAGIC = b"magic"

@@ -27,10 +27,11 @@ from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.stamp import Stamp
 
-from .admission import Admitted, StampLike, admit
+from .admission import Admitted, StampLike, admit, admit_signed
 from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
 from .errors import PurgeInterrupted, StoreFormatError, StoreFull, StoreReadOnly, StoreWriteFailed, UnknownBatch
 from .files import MetaEnv, open_meta
+from .issuers import IssuerStore
 from .layout import DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
 from .mapsize import env_map_sizes
 from .policy import OpenPolicy, StorePolicy
@@ -126,6 +127,10 @@ class ChunkStore:
                     write_lock=self.writing,
                     purge=self._purge_batch,
                     changed=lambda: self._policy.batches_changed(),
+                    dropped=lambda txn, batch_id: self.issuers.drop(txn, batch_id),
+                )
+                self.issuers = IssuerStore(
+                    self._meta.env, self._meta.issuers, readonly=readonly, write_lock=self.writing
                 )
                 # Before recovery, so that what the policy sets up (the reserve syncs the bin
                 # counters to its overlay) holds for recovery's writes too.
@@ -306,6 +311,17 @@ class ChunkStore:
                 exc.add_note(f"put_many item {i}")
                 raise
         return self._store(admitted)
+
+    def put_signed(self, items: Iterable[tuple[bytes, bytes, Stamp]]) -> list[PutResult]:
+        """``put_many`` of ``(address, data, stamp)`` whose stamps the caller signed with the batch owner's key.
+
+        For the node stamping its own batches: addresses, batches and slots are
+        checked as ``put_many`` checks them, the signatures only by a spot
+        check (``admission.admit_signed``). All or nothing on errors, durable
+        when it returns, one commit per shard touched.
+        """
+        self.check_writable()
+        return self._store(admit_signed(list(items), self._lookup))
 
     def delete(self, address: bytes) -> bool:
         """Remove a chunk with all its stamps (freeing their slots); False if it was absent."""

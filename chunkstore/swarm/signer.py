@@ -48,6 +48,11 @@ class Signer:
     def secret(self) -> bytes:
         return self._key.secret
 
+    @property
+    def public_key(self) -> bytes:
+        """The 33-byte compressed public key (how the reference node shows it in ``/addresses``)."""
+        return bytes(self._key.public_key.format(compressed=True))
+
     def sign(self, data: bytes) -> bytes:
         """Personal-sign ``data`` (normally a 32-byte digest): ``r | s | v``."""
         sig = self._key.sign_recoverable(personal_digest(data), hasher=None)

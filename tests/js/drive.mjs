@@ -289,7 +289,7 @@ async function main() {
     results.errors.unknownBatch = describeError(e)
   }
 
-  // A plain batch ID (swarm-postage-batch-id) asks the node to stamp; this daemon holds no batch keys.
+  // A plain batch ID (swarm-postage-batch-id) asks the node to stamp; this batch belongs to the bee-js key, not the node.
   try {
     await bee.uploadChunk(batchId, badChunk)
     throw new Error('upload with a batch ID only succeeded')

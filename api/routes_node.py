@@ -1,0 +1,142 @@
+"""Node identity and the chain-facing reads: ``/addresses``, ``/node``, ``/topology``, ``/stake``,
+``/stake/withdrawable``, ``/wallet``, ``/redistributionstate``.
+
+Field names and JSON types are the reference node's (``pkg/api/p2p.go``,
+``node.go``, ``topology.go``, ``staking.go``, ``wallet.go``,
+``redistribution.go``), which bee-js checks strictly. The node key
+(``api.nodekey``) gives ``ethereum`` (0x-prefixed lowercase hex, as Go's
+``common.Address`` writes it) and ``publicKey`` (compressed, hex);
+``pssPublicKey`` is the same key (the reference keeps a second key for PSS,
+which this daemon does not speak). The daemon joins no network and holds no
+funds, so:
+
+- ``underlay`` is ``[]``; ``/topology`` has no peers, its ``depth`` is the
+  storage radius;
+- ``/stake`` and ``/stake/withdrawable`` are ``"0"``;
+- ``/wallet`` is zero, except in ``--dev`` mode, where ``bzzBalance`` is a
+  large dev balance (``DEV_BALANCE``) so that clients that check funds before
+  buying a batch (swarm-cli) go on to ``POST /stamps``; ``chainID`` is 0 and
+  no chequebook exists (the zero address);
+- ``/redistributionstate`` reports a node that plays no rounds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from aiohttp import web
+
+from chunkstore.swarm.constants import MAX_PO
+
+from .errors import json_response
+from .routes_stamps import DEV_BALANCE
+from .state import state_of
+
+ZERO_ETH_ADDRESS = "0x" + "00" * 20
+NN_LOW_WATERMARK = 2  # the reference's kademlia default
+
+
+def eth_hex(address: bytes) -> str:
+    return "0x" + address.hex()
+
+
+async def addresses(request: web.Request) -> web.Response:
+    st = state_of(request)
+    public = st.signer.public_key
+    return json_response(
+        {
+            "overlay": st.overlay.hex(),
+            "underlay": [],
+            "ethereum": eth_hex(st.signer.address),
+            "chain_address": eth_hex(st.signer.address),
+            "publicKey": public.hex(),
+            "pssPublicKey": public.hex(),
+        }
+    )
+
+
+async def node_info(request: web.Request) -> web.Response:
+    return json_response({"beeMode": "full", "chequebookEnabled": False, "swapEnabled": False})
+
+
+def _empty_bin() -> dict[str, Any]:
+    return {"population": 0, "connected": 0, "disconnectedPeers": None, "connectedPeers": None}
+
+
+async def topology(request: web.Request) -> web.Response:
+    st = state_of(request)
+    radius = await st.run(lambda: st.store.reserve.status().radius)
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return json_response(
+        {
+            "baseAddr": st.overlay.hex(),
+            "population": 0,
+            "connected": 0,
+            "timestamp": now,
+            "nnLowWatermark": NN_LOW_WATERMARK,
+            "depth": radius,
+            "reachability": "Unknown",
+            "networkAvailability": "Unknown",
+            "bins": {f"bin_{i}": _empty_bin() for i in range(MAX_PO + 1)},
+            "lightNodes": _empty_bin(),
+        }
+    )
+
+
+async def stake(request: web.Request) -> web.Response:
+    return json_response({"stakedAmount": "0"})
+
+
+async def withdrawable_stake(request: web.Request) -> web.Response:
+    return json_response({"withdrawableAmount": "0"})
+
+
+async def wallet(request: web.Request) -> web.Response:
+    st = state_of(request)
+    return json_response(
+        {
+            "bzzBalance": str(DEV_BALANCE if st.config.dev else 0),
+            "nativeTokenBalance": str(DEV_BALANCE if st.config.dev else 0),
+            "chainID": 0,
+            "chequebookContractAddress": ZERO_ETH_ADDRESS,
+            "walletAddress": eth_hex(st.signer.address),
+        }
+    )
+
+
+async def redistribution_state(request: web.Request) -> web.Response:
+    st = state_of(request)
+    chain = await st.run(lambda: st.store.reserve.chainstate)
+    recent = st.metrics.recent_samples.runs()
+    last = recent[-1].duration if recent else 0.0
+    return json_response(
+        {
+            "minimumGasFunds": "0",
+            "hasSufficientFunds": False,
+            "isFrozen": False,
+            "isFullySynced": True,
+            "phase": "",
+            "round": 0,
+            "lastWonRound": 0,
+            "lastPlayedRound": 0,
+            "lastFrozenRound": 0,
+            "lastSelectedRound": 0,
+            "lastSampleDurationSeconds": last,
+            "block": 0 if chain is None else chain.block,
+            "reward": "0",
+            "fees": "0",
+            "isHealthy": True,
+        }
+    )
+
+
+def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
+    for p in prefixes:
+        app.router.add_get(p + "/addresses", addresses, allow_head=False)
+        app.router.add_get(p + "/node", node_info, allow_head=False)
+        app.router.add_get(p + "/topology", topology, allow_head=False)
+        app.router.add_get(p + "/stake", stake, allow_head=False)
+        app.router.add_get(p + "/stake/withdrawable", withdrawable_stake, allow_head=False)
+        app.router.add_get(p + "/wallet", wallet, allow_head=False)
+        app.router.add_get(p + "/redistributionstate", redistribution_state, allow_head=False)

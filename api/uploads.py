@@ -1,0 +1,152 @@
+"""What every content upload shares: Bee's upload headers, the worker that runs it, and its errors.
+
+Headers (``pkg/api/bytes.go``, ``bzz.go``; booleans as Go's ``ParseBool``):
+
+- ``Swarm-Postage-Batch-Id`` (required): a batch the node owns; the node
+  stamps every chunk (``NodeStamper``). Someone else's batch is a 400 (the
+  node cannot sign for it), an unknown one 404 "batch with id not found";
+- ``Swarm-Encrypt``: Bee's chunk encryption, 64-byte references;
+- ``Swarm-Redundancy-Level`` 0..4, default MEDIUM (1) as Bee's uploads;
+- ``Swarm-Tag``, ``Swarm-Pin``, ``Swarm-Deferred-Upload`` (default true):
+  validated and handed to the upload session (``UploadOptions``), where tags
+  and pins hook in; a node without a network stores the chunks either way;
+- ``Swarm-Act``: access control is not served here (501).
+
+The body is read piece by piece (``BodyReader``) by a worker thread that
+splits, stamps and stores it through one ``UploadSession``; the reference is
+answered only after the whole tree is durable (see
+``chunkstore.content.session`` for what a failed upload leaves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from chunkstore.content import UploadOptions, UploadSession
+from chunkstore.content.errors import ContentError, NotNodeBatch
+from chunkstore.reserve import OutOfRadius
+from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
+from chunkstore.swarm.errors import BucketFull, SwarmError
+from chunkstore.swarm.redundancy.level import DEFAULT_UPLOAD_LEVEL, Level
+
+from .bodyreader import BodyReader
+from .errors import ApiError, ParamError, json_response, nearest, status_for
+from .middleware import write_refused
+from .params import decode_hex, parse_go_bool, parse_uint
+from .state import AppState
+
+BATCH_HEADER = "Swarm-Postage-Batch-Id"
+STAMP_HEADER = "Swarm-Postage-Stamp"
+TAG_HEADER = "Swarm-Tag"
+PIN_HEADER = "Swarm-Pin"
+DEFERRED_HEADER = "Swarm-Deferred-Upload"
+ENCRYPT_HEADER = "Swarm-Encrypt"
+LEVEL_HEADER = "Swarm-Redundancy-Level"
+ACT_HEADER = "Swarm-Act"
+
+
+@dataclass(frozen=True)
+class UploadRequest:
+    batch_id: bytes
+    encrypt: bool
+    level: Level
+    options: UploadOptions
+
+
+def _bool_header(request: web.Request, name: str) -> bool | None:
+    value = request.headers.get(name)
+    if value is None or value == "":
+        return None
+    return parse_go_bool("header", name, value)
+
+
+def redundancy_level(request: web.Request, default: Level) -> Level:
+    raw = request.headers.get(LEVEL_HEADER)
+    if raw is None or raw == "":
+        return default
+    value = parse_uint("header", LEVEL_HEADER, raw, bits=8)
+    if value > Level.PARANOID:
+        raise ParamError("header", LEVEL_HEADER, raw, f"want a redundancy level in 0..{int(Level.PARANOID)}")
+    return Level(value)
+
+
+def parse_upload(request: web.Request) -> UploadRequest:
+    """The upload headers of a ``/bytes``, ``/bzz`` (or feed) upload, or a 4xx naming the bad one."""
+    raw_batch = request.headers.get(BATCH_HEADER, "")
+    if not raw_batch:
+        hint = (f"; '{STAMP_HEADER}' (a pre-signed stamp) covers one chunk only: use POST /chunks for that"
+                if request.headers.get(STAMP_HEADER) else "")
+        raise ApiError(400, "invalid header params",
+                       [{"field": BATCH_HEADER.lower(), "error": f"want required: a batch id of the node{hint}"}])
+    batch_id = decode_hex("header", BATCH_HEADER.lower(), raw_batch, size=32)
+    tag_raw = request.headers.get(TAG_HEADER, "")
+    tag = parse_uint("header", TAG_HEADER, tag_raw) if tag_raw else 0
+    if _bool_header(request, ACT_HEADER):
+        raise ApiError(501, "access control (Swarm-Act) is not supported by this node")
+    deferred = _bool_header(request, DEFERRED_HEADER)
+    return UploadRequest(
+        batch_id=batch_id,
+        encrypt=bool(_bool_header(request, ENCRYPT_HEADER)),
+        level=redundancy_level(request, DEFAULT_UPLOAD_LEVEL),
+        options=UploadOptions(tag=tag, pin=bool(_bool_header(request, PIN_HEADER)),
+                              deferred=True if deferred is None else deferred),
+    )
+
+
+# The reference node's wording for each upload refusal (nearest class in the error's MRO), then the reason.
+_UPLOAD_ERROR_PREFIX: dict[type[BaseException], str] = {
+    UnknownBatch: "batch with id not found",
+    NotNodeBatch: "batch not usable by this node",
+    BucketFull: "batch is overissued",
+    OutOfRadius: "chunk is outside the storage radius",
+}
+
+
+def upload_error(request: web.Request, exc: SwarmError) -> ApiError:
+    """A refused upload as a JSON error: the reference's words where it has some, the library's reason after."""
+    if isinstance(exc, StoreWriteFailed):
+        return write_refused(request, exc)
+    prefix = nearest(_UPLOAD_ERROR_PREFIX, exc)
+    status = 422 if isinstance(exc, OutOfRadius) else status_for(exc)
+    if isinstance(exc, ContentError):
+        status = 400
+    message = str(exc) or type(exc).__name__
+    return ApiError(status, f"{prefix}: {message}" if prefix else message)
+
+
+Work = Callable[[UploadSession, BodyReader], bytes]
+
+
+async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work: Work) -> bytes:
+    """Run ``work(session, body)`` in the thread pool, finish the session with the reference it returns."""
+    body = BodyReader(request.content, asyncio.get_running_loop())
+
+    def job() -> bytes:
+        session = st.upload_session(up.batch_id, up.options)
+        try:
+            reference = work(session, body)
+            session.finish(reference)
+        except BaseException as exc:
+            session.abort(exc)
+            raise
+        return reference
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(st.upload_executor, job)
+    except SwarmError as exc:
+        raise upload_error(request, exc) from None
+    except TimeoutError:
+        raise ApiError(408, "request body stalled: no data for too long") from None
+
+
+def created(reference: bytes, up: UploadRequest, headers: dict[str, str] | None = None) -> web.Response:
+    """Bee's 201 ``{"reference"}`` answer of an upload."""
+    resp = json_response({"reference": reference.hex()}, status=201, headers=headers)
+    if up.options.tag:
+        resp.headers[TAG_HEADER] = str(up.options.tag)
+    resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
+    return resp

@@ -1,0 +1,193 @@
+"""Reading a tar from a stream, one entry at a time, as Go's ``archive/tar`` reads what clients send.
+
+A collection upload (``POST /bzz`` with ``Swarm-Collection: true``) is a
+tar that may be larger than memory, so it is read in one pass: each
+regular file's data goes straight into the splitter. What is understood
+(the formats bee-js, swarm-cli, GNU tar, bsdtar and Go write):
+
+- USTAR headers (name with its 155-byte prefix), old V7 headers, GNU
+  headers (``L`` long names; base-256 sizes), PAX extended headers (``x``:
+  ``path`` and ``size``; ``g`` global headers are skipped);
+- regular files (type ``0``, NUL, and ``7`` contiguous) are yielded;
+  directories, links, devices and the rest are skipped with their data,
+  as the reference node skips every entry that is not a regular file;
+- the archive ends at two zero blocks, or at the end of the body on a block
+  boundary (Go accepts both).
+
+Anything else is refused with ``InvalidCollection`` naming the offset: a
+header whose checksum does not add up (a body that is not a tar at all
+fails on its first block), a zero block followed by data, a body cut inside
+a header or an entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import InvalidCollection
+from .files import Reader
+
+BLOCK = 512
+_REGULAR = (b"0", b"\0", b"7")
+_SKIPPED_DATA = 1 << 20  # bytes read at a time when skipping an entry's data
+
+
+@dataclass
+class TarEntry:
+    """A regular file of the archive; ``read`` its data before asking for the next entry."""
+
+    name: str
+    size: int
+    _reader: Reader
+    _left: int
+
+    def read(self, n: int = -1, /) -> bytes:
+        if self._left <= 0:
+            return b""
+        want = self._left if n < 0 else min(n, self._left)
+        data = self._reader.read(want)
+        if len(data) != want:
+            raise InvalidCollection(f"tar entry {self.name!r} is cut short: {self._left - len(data)} bytes missing")
+        self._left -= want
+        return data
+
+
+def _octal(field: bytes, what: str, offset: int) -> int:
+    if field[:1] and field[0] & 0x80:
+        # GNU base-256: big-endian with the top bit of the first byte as the marker (sign bit 0x40).
+        value = int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+        if field[0] & 0x40:
+            raise InvalidCollection(f"tar header at offset {offset}: negative {what}")
+        return value
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not text:
+        return 0
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise InvalidCollection(f"tar header at offset {offset}: {what} {text!r} is not octal") from None
+
+
+def _checksum_ok(block: bytes, offset: int) -> bool:
+    try:
+        recorded = _octal(block[148:156], "checksum", offset)
+    except InvalidCollection:
+        return False
+    blanked = block[:148] + b" " * 8 + block[156:]
+    unsigned = sum(blanked)
+    signed = sum(b - 256 if b > 127 else b for b in blanked)
+    return recorded in (unsigned, signed)
+
+
+def _text(field: bytes) -> str:
+    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _pax_records(data: bytes, offset: int) -> dict[str, str]:
+    records: dict[str, str] = {}
+    pos = 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        if space < 0:
+            break
+        try:
+            length = int(data[pos:space])
+        except ValueError:
+            raise InvalidCollection(f"tar PAX header at offset {offset}: malformed record length") from None
+        record = data[space + 1 : pos + length]
+        if length <= 0 or not record.endswith(b"\n") or b"=" not in record:
+            raise InvalidCollection(f"tar PAX header at offset {offset}: malformed record")
+        key, value = record[:-1].split(b"=", 1)
+        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        pos += length
+    return records
+
+
+class TarStream:
+    """Iterate the regular files of a tar read from ``reader`` (see the module docstring)."""
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+        self._offset = 0
+        self._current: TarEntry | None = None
+
+    def _read(self, n: int) -> bytes:
+        data = self._reader.read(n)
+        self._offset += len(data)
+        return data
+
+    def _skip(self, n: int) -> None:
+        while n > 0:
+            data = self._read(min(n, _SKIPPED_DATA))
+            if not data:
+                raise InvalidCollection(f"tar archive cut short at offset {self._offset}")
+            n -= len(data)
+
+    def _data(self, size: int) -> bytes:
+        data = self._read(size)
+        if len(data) != size:
+            raise InvalidCollection(f"tar archive cut short at offset {self._offset}")
+        self._skip(-size % BLOCK)
+        return data
+
+    def _finish_current(self) -> None:
+        entry = self._current
+        if entry is None:
+            return
+        self._current = None
+        left = entry._left
+        entry._left = 0
+        self._offset += entry.size - left  # what the consumer read went past us
+        self._skip(left + (-entry.size % BLOCK))
+
+    def __iter__(self) -> Iterator[TarEntry]:
+        long_name: str | None = None
+        pax: dict[str, str] = {}
+        while True:
+            self._finish_current()
+            start = self._offset
+            block = self._read(BLOCK)
+            if not block:
+                return  # the body ended on a block boundary: Go takes that as the end too
+            if len(block) != BLOCK:
+                raise InvalidCollection(f"tar archive cut short inside a header at offset {start}")
+            if block == bytes(BLOCK):
+                second = self._read(BLOCK)
+                if not second or second == bytes(BLOCK):
+                    return
+                raise InvalidCollection(f"invalid tar header at offset {start + BLOCK}: data after a zero block")
+            if not _checksum_ok(block, start):
+                what = "not a tar archive" if start == 0 else "invalid tar header"
+                raise InvalidCollection(f"{what}: header checksum mismatch at offset {start}")
+            typeflag = block[156:157]
+            size = _octal(block[124:136], "size", start)
+            if typeflag in (b"L", b"x", b"g", b"K"):
+                data = self._data(size)
+                if typeflag == b"L":
+                    long_name = _text(data)
+                elif typeflag == b"x":
+                    pax.update(_pax_records(data, start))
+                continue
+            name = _text(block[0:100])
+            if block[257:263] == b"ustar\0":  # POSIX ustar: the prefix field extends the name
+                prefix = _text(block[345:500])
+                if prefix:
+                    name = prefix + "/" + name
+            if long_name is not None:
+                name = long_name
+            if "path" in pax:
+                name = pax["path"]
+            if "size" in pax:
+                try:
+                    size = int(pax["size"])
+                except ValueError:
+                    raise InvalidCollection(f"tar PAX header before offset {start}: bad size") from None
+            long_name = None
+            pax = {}
+            if typeflag not in _REGULAR or (typeflag == b"\0" and name.endswith("/")):  # V7: a trailing / is a directory
+                self._skip(size + (-size % BLOCK))
+                continue
+            entry = TarEntry(name, size, self._reader, size)
+            self._current = entry
+            yield entry

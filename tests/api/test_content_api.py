@@ -1,0 +1,519 @@
+"""/bytes and /bzz through aiohttp's test client: Bee's references, streaming reads, ranges, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from aiohttp import ClientPayloadError
+from aiohttp.test_utils import TestClient, TestServer
+
+from chunkstore.swarm.file import split_bytes
+from chunkstore.swarm.redundancy.level import Level
+from tests.api.contenthelpers import (
+    API_VECTORS,
+    BATCH,
+    FILE_VECTORS,
+    TESTDATA,
+    Ctx,
+    content_app,
+    make_multipart,
+    make_tar,
+    register_batch,
+    upload_headers,
+)
+from tests.swarm.filehelpers import sequential
+
+JSON_CT = "application/json; charset=utf-8"
+
+
+@pytest.fixture
+async def ctx(tmp_path):
+    mime = tmp_path / "mime.types"
+    mime.write_text("text/plain txt\n")  # the host table bee's test vectors assume (see the vectors' README)
+    app, store = content_app(tmp_path, mime_types=mime)
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        yield Ctx(client, store, tmp_path)
+
+
+async def expect_error(resp, status: int, pattern: str | None = None) -> dict:
+    assert resp.status == status, await resp.text()
+    assert resp.headers["Content-Type"] == JSON_CT
+    body = await resp.json()
+    assert body["code"] == status and isinstance(body["message"], str) and body["message"]
+    if pattern:
+        assert re.search(pattern, body["message"] + " " + str(body.get("reasons", ""))), body
+    return body
+
+
+async def upload_bytes(ctx: Ctx, data: bytes, **headers: str) -> str:
+    r = await ctx.client.post("/bytes", data=data, headers=upload_headers(**headers))
+    assert r.status == 201, await r.text()
+    assert r.headers["Access-Control-Expose-Headers"] == "Swarm-Tag"
+    return str((await r.json())["reference"])
+
+
+# ---------------------------------------------------------------- /bytes: Bee's references
+
+
+@pytest.mark.parametrize("vector", FILE_VECTORS["file_vectors"][::3], ids=lambda v: str(v["length"]))
+async def test_bytes_plain_tree_vectors(ctx, vector):
+    data = sequential(vector["length"])
+    ref = await upload_bytes(ctx, data, **{"Swarm-Redundancy-Level": "0"})
+    assert ref == vector["reference"]
+    r = await ctx.client.get(f"/bytes/{ref}")
+    assert r.status == 200 and await r.read() == data
+
+
+async def test_bytes_api_and_empty_vectors(ctx):
+    api = FILE_VECTORS["api_bytes"]
+    assert await upload_bytes(ctx, sequential(api["length"]), **{"Swarm-Redundancy-Level": "0"}) == api["reference"]
+    empty = next(v for v in FILE_VECTORS["other"] if v["data_hex"] == "")
+    assert await upload_bytes(ctx, b"") == empty["reference"]  # default level: one chunk, no parities
+
+
+REDUNDANCY = json.loads((TESTDATA / "bee_redundancy_vectors.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", [c for c in REDUNDANCY if c["length"] in (128 * 4096 + 1, 300 * 4096 + 77)],
+                         ids=lambda c: f"{c['length']}-L{c['level']}")
+async def test_bytes_erasure_coded_references_are_bees(ctx, case):
+    headers = {} if case["level"] == 1 else {"Swarm-Redundancy-Level": str(case["level"])}
+    assert await upload_bytes(ctx, sequential(case["length"]), **headers) == case["reference"]  # no header: MEDIUM
+
+
+@pytest.mark.parametrize("level", [None, 0, 1, 2, 3, 4])
+async def test_bytes_default_and_every_level_match_the_splitter(ctx, level):
+    data = os.urandom(700_000)
+    headers = {} if level is None else {"Swarm-Redundancy-Level": str(level)}
+    ref = await upload_bytes(ctx, data, **headers)
+    expected = split_bytes(data, level=Level.MEDIUM if level is None else level)
+    assert ref == expected.hex()  # Bee's default upload level is MEDIUM, not NONE
+    r = await ctx.client.get(f"/bytes/{ref}")
+    assert await r.read() == data
+
+
+async def test_bytes_encrypted_round_trip(ctx):
+    data = os.urandom(300_000)
+    ref = await upload_bytes(ctx, data, **{"Swarm-Encrypt": "true"})
+    assert len(ref) == 128
+    r = await ctx.client.get(f"/bytes/{ref}")
+    assert r.status == 200 and await r.read() == data
+    r = await ctx.client.head(f"/bytes/{ref}")
+    assert r.status == 200 and int(r.headers["Content-Length"]) == len(data)
+    r = await ctx.client.get(f"/bytes/{ref[:64]}")  # without the key: the encrypted root is no plain tree
+    assert r.status != 200
+
+
+async def test_bytes_erasure_coded_download_recovers_lost_chunks(ctx):
+    data = os.urandom(4096 * 40)
+    ref = await upload_bytes(ctx, data, **{"Swarm-Redundancy-Level": "2"})
+    chunks: dict[bytes, bytes] = {}
+    assert split_bytes(data, lambda a, d: chunks.__setitem__(a, d), level=2).hex() == ref
+    leaves = [a for a, d in chunks.items() if len(d) <= 4104 and int.from_bytes(d[:8], "little") == 4096]
+    for address in leaves[:3]:
+        assert ctx.store.delete(address)
+    r = await ctx.client.get(f"/bytes/{ref}")
+    assert r.status == 200 and await r.read() == data
+
+
+# ---------------------------------------------------------------- /bytes: reading
+
+
+async def test_bytes_ranges_as_go_serves_them(ctx):
+    data = os.urandom(100_000)
+    ref = await upload_bytes(ctx, data)
+    url = f"/bytes/{ref}"
+    cases = [("bytes=0-0", 0, 1), ("bytes=99990-", 99990, 10), ("bytes=-5", 99995, 5), ("bytes=10-20", 10, 11),
+             ("bytes=99999-200000", 99999, 1), ("bytes= 4096-8191", 4096, 4096)]
+    for header, start, length in cases:
+        r = await ctx.client.get(url, headers={"Range": header})
+        assert r.status == 206, (header, await r.text())
+        assert r.headers["Content-Range"] == f"bytes {start}-{start + length - 1}/100000"
+        assert await r.read() == data[start : start + length]
+    r = await ctx.client.get(url, headers={"Range": "bytes=200000-"})
+    await expect_error(r, 416, "overlap")
+    assert r.headers["Content-Range"] == "bytes */100000"
+    r = await ctx.client.get(url, headers={"Range": "bytes=20-10"})
+    await expect_error(r, 416, "invalid range")
+    r = await ctx.client.get(url, headers={"Range": "items=1-2"})
+    await expect_error(r, 416, "invalid range")
+    r = await ctx.client.get(url, headers={"Range": "bytes=0-99999,0-99999"})  # more than the file: ignored
+    assert r.status == 200 and await r.read() == data
+
+
+async def test_bytes_multiple_ranges_are_multipart(ctx):
+    data = os.urandom(10_000)
+    ref = await upload_bytes(ctx, data)
+    r = await ctx.client.get(f"/bytes/{ref}", headers={"Range": "bytes=0-9,100-109,-10"})
+    assert r.status == 206
+    ctype = r.headers["Content-Type"]
+    assert ctype.startswith("multipart/byteranges; boundary=")
+    body = await r.read()
+    assert int(r.headers["Content-Length"]) == len(body)
+    boundary = ctype.split("boundary=")[1].encode()
+    parts = body.split(b"--" + boundary)
+    assert parts[-1] == b"--\r\n" and len(parts) == 5
+    for part, (start, end) in zip(parts[1:4], [(0, 9), (100, 109), (9990, 9999)], strict=True):
+        head, payload = part.split(b"\r\n\r\n", 1)
+        assert f"Content-Range: bytes {start}-{end}/10000".encode() in head
+        assert b"Content-Type: application/octet-stream" in head
+        assert payload == data[start : end + 1] + b"\r\n"
+
+
+async def test_bytes_head_etag_and_not_modified(ctx):
+    data = os.urandom(9000)
+    ref = await upload_bytes(ctx, data)
+    r = await ctx.client.head(f"/bytes/{ref}")
+    assert r.status == 200 and r.headers["Content-Length"] == "9000" and await r.read() == b""
+    assert r.headers["ETag"] == f'"{ref}"'
+    r = await ctx.client.get(f"/bytes/{ref}", headers={"If-None-Match": f'"{ref}"'})
+    assert r.status == 304
+    r = await ctx.client.get(f"/bytes/{ref}", headers={"If-Range": '"other"', "Range": "bytes=0-1"})
+    assert r.status == 200 and await r.read() == data  # If-Range for another version: the whole file
+
+
+@pytest.mark.parametrize(("ref", "status", "pattern"), [
+    ("ab" * 31, 400, "want 32 or 64 bytes"),
+    ("ab" * 33, 400, "want 32 or 64 bytes"),
+    ("zz" * 32, 400, "invalid hex"),
+    ("ab" * 32, 404, "not found"),
+    ("ab" * 64, 404, "not found"),
+])
+async def test_bytes_bad_references(ctx, ref, status, pattern):
+    await expect_error(await ctx.client.get(f"/bytes/{ref}"), status, pattern)
+
+
+async def test_bytes_missing_chunk_is_an_error_never_a_short_200(ctx):
+    small = os.urandom(4096 * 3)
+    chunks: dict[bytes, bytes] = {}
+    ref = split_bytes(small, lambda a, d: chunks.__setitem__(a, d), level=0)
+    assert await upload_bytes(ctx, small, **{"Swarm-Redundancy-Level": "0"}) == ref.hex()
+    leaf = next(a for a in chunks if a != ref)
+    ctx.store.delete(leaf)
+    await expect_error(await ctx.client.get(f"/bytes/{ref.hex()}"), 404, leaf.hex())
+    # deep in a large file the status is already out: the transfer must fail, not end short
+    big = os.urandom(4096 * 600)
+    chunks.clear()
+    ref = split_bytes(big, lambda a, d: chunks.__setitem__(a, d), level=0)
+    assert await upload_bytes(ctx, big, **{"Swarm-Redundancy-Level": "0"}) == ref.hex()
+    last_leaf = [a for a, d in chunks.items() if d == b"" or int.from_bytes(d[:8], "little") <= 4096][-1]
+    ctx.store.delete(last_leaf)
+    r = await ctx.client.get(f"/bytes/{ref.hex()}")
+    assert r.status == 200
+    with pytest.raises(ClientPayloadError):
+        await r.read()
+
+
+# ---------------------------------------------------------------- upload refusals
+
+
+async def test_upload_header_refusals(ctx):
+    c = ctx.client
+    await expect_error(await c.post("/bytes", data=b"x"), 400, "swarm-postage-batch-id")
+    r = await c.post("/bytes", data=b"x", headers={"Swarm-Postage-Stamp": "00" * 113})
+    await expect_error(r, 400, "POST /chunks")
+    await expect_error(await c.post("/bytes", data=b"x", headers=upload_headers(os.urandom(32))), 404,
+                       "batch with id not found")
+    for name, value in [("Swarm-Redundancy-Level", "5"), ("Swarm-Redundancy-Level", "x"), ("Swarm-Encrypt", "yes"),
+                        ("Swarm-Tag", "-1"), ("Swarm-Pin", "2"), ("Swarm-Deferred-Upload", "maybe")]:
+        r = await c.post("/bytes", data=b"x", headers=upload_headers(**{name: value}))
+        await expect_error(r, 400, "invalid header params")
+    await expect_error(await c.post("/bytes", data=b"x", headers=upload_headers(**{"Swarm-Act": "true"})), 501)
+    assert ctx.store.stats()["chunks"] == 0
+
+
+async def test_tag_pin_and_deferred_are_accepted(ctx):
+    r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(
+        **{"Swarm-Tag": "42", "Swarm-Pin": "true", "Swarm-Deferred-Upload": "false"}))
+    assert r.status == 201 and r.headers["Swarm-Tag"] == "42"
+
+
+async def test_someone_elses_batch_cannot_be_stamped(ctx):
+    other = os.urandom(32)
+    r = await ctx.client.post("/batches", json={"batchID": other.hex(), "owner": "11" * 20, "depth": 20,
+                                                "bucketDepth": 16, "immutable": False, "value": "1000", "start": 0})
+    assert r.status == 201
+    await expect_error(await ctx.client.post("/bytes", data=b"x", headers=upload_headers(other)), 400,
+                       "cannot sign stamps")
+    assert ctx.store.stats()["chunks"] == 0
+
+
+async def test_full_bucket_of_an_immutable_batch_is_402_and_stores_no_reference(ctx):
+    small = bytes.fromhex("cd" * 32)
+    await register_batch(ctx.client, small, depth=9, bucket_depth=8, immutable=True)  # 256 buckets of 2 positions
+    data = os.urandom(4096 * 600)  # 600 leaves cannot fit 512 slots
+    r = await ctx.client.post("/bytes", data=data, headers=upload_headers(small, **{"Swarm-Redundancy-Level": "0"}))
+    await expect_error(r, 402, "batch is overissued")
+    assert not ctx.store.has(split_bytes(data, level=0))
+
+
+# ---------------------------------------------------------------- /bzz: Bee's manifests
+
+
+@pytest.mark.parametrize("case", API_VECTORS["single_file"], ids=lambda c: c["test"].split("/")[-1][:40])
+async def test_bzz_single_file_vectors(ctx, case):
+    data = (TESTDATA / "manifest" / case["data_file"]).read_bytes() if "data_file" in case else case["data"].encode()
+    params = {"name": case["name"]} if case["name"] else {}
+    r = await ctx.client.post("/bzz", data=data, params=params,
+                              headers=upload_headers(**{"Content-Type": case["content_type"]}))
+    assert r.status == 201, await r.text()
+    ref = (await r.json())["reference"]
+    assert ref == case["reference"] and r.headers["ETag"] == f'"{ref}"'
+    r = await ctx.client.get(f"/bzz/{ref}/")
+    assert r.status == 200 and await r.read() == data
+    assert r.headers["Content-Type"] == case["content_type"]
+    name = case["name"] or re.search(r'filename="([^"]+)"', r.headers["Content-Disposition"]).group(1)
+    assert r.headers["Content-Disposition"] == f'inline; filename="{name}"'
+
+
+def _collection_headers(case: dict) -> dict[str, str]:
+    headers = {}
+    if case["index_document"]:
+        headers["Swarm-Index-Document"] = case["index_document"]
+    if case["error_document"]:
+        headers["Swarm-Error-Document"] = case["error_document"]
+    return headers
+
+
+@pytest.mark.parametrize("case", API_VECTORS["collections"], ids=lambda c: c["test"].split("/")[-1][:40])
+async def test_bzz_collection_vectors_as_tar(ctx, case):
+    tar = make_tar((f.get("tar_name", f["path"]), f["data"].encode()) for f in case["files"])
+    headers = upload_headers(**{"Content-Type": "application/x-tar", "Swarm-Collection": "true"},
+                             **_collection_headers(case))
+    r = await ctx.client.post("/bzz", data=tar, headers=headers)
+    assert r.status == 201, await r.text()
+    ref = (await r.json())["reference"]
+    assert ref == case["reference"]
+    for f in case["files"]:
+        r = await ctx.client.get(f"/bzz/{ref}/{f['path']}")
+        assert r.status == 200 and await r.read() == f["data"].encode()
+        if f["content_type"]:
+            assert r.headers["Content-Type"] == f["content_type"]
+        assert r.headers["Content-Disposition"] == f'inline; filename="{f["filename"]}"'
+
+
+@pytest.mark.parametrize("case", [c for c in API_VECTORS["collections"] if "multipart" in c["test"]],
+                         ids=lambda c: c["test"].split("/")[-1][:40])
+async def test_bzz_collection_vectors_as_multipart(ctx, case):
+    body = make_multipart((f["path"], f["data"].encode(), f["content_type"]) for f in case["files"])
+    headers = upload_headers(**{"Content-Type": 'multipart/form-data; boundary="chunkstoreBoundary7"'},
+                             **_collection_headers(case))
+    r = await ctx.client.post("/bzz", data=body, headers=headers)
+    assert r.status == 201, await r.text()
+    assert (await r.json())["reference"] == case["reference"]
+
+
+async def test_bzz_sniffs_a_file_sent_without_content_type(ctx):
+    html = b"<!DOCTYPE html><html><body>hi</body></html>"
+    r = await ctx.client.post("/bzz", data=html, params={"name": "page"}, headers={
+        **upload_headers(), "Content-Type": ""})
+    assert r.status == 201
+    sniffed = (await r.json())["reference"]
+    r = await ctx.client.post("/bzz", data=html, params={"name": "page"},
+                              headers=upload_headers(**{"Content-Type": "text/html; charset=utf-8"}))
+    assert (await r.json())["reference"] == sniffed  # the sniffed type is the one written in the manifest
+    r = await ctx.client.get(f"/bzz/{sniffed}/")
+    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+
+
+async def test_bzz_website_paths(ctx):
+    tar = make_tar([("index.html", b"<h1>home"), ("docs/index.html", b"<h1>docs"), ("docs/a.txt", b"a"),
+                    ("404.html", b"<h1>missing")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(**{
+        "Content-Type": "application/x-tar", "Swarm-Collection": "true", "Swarm-Index-Document": "index.html",
+        "Swarm-Error-Document": "404.html"}))
+    ref = (await r.json())["reference"]
+    c = ctx.client
+    r = await c.get(f"/bzz/{ref}/")
+    assert r.status == 200 and await r.read() == b"<h1>home"
+    r = await c.get(f"/bzz/{ref}/docs/")
+    assert r.status == 200 and await r.read() == b"<h1>docs"
+    r = await c.get(f"/bzz/{ref}/docs?x=1", allow_redirects=False)
+    assert r.status == 308 and r.headers["Location"].endswith(f"/bzz/{ref}/docs/?x=1")
+    r = await c.get(f"/bzz/{ref}", allow_redirects=False)
+    assert r.status == 308 and r.headers["Location"].endswith(f"/bzz/{ref}/")
+    r = await c.get(f"/bzz/{ref}/nothing/here")
+    assert r.status == 200 and await r.read() == b"<h1>missing"  # the error document, served 200 as Bee does
+    r = await c.get(f"/bzz/{ref}/docs/a.txt", headers={"Range": "bytes=0-0"})
+    assert r.status == 206 and await r.read() == b"a"
+    r = await c.head(f"/bzz/{ref}/docs/a.txt")
+    assert r.status == 200 and r.headers["Content-Length"] == "1"
+
+
+async def test_bzz_missing_path_without_error_document(ctx):
+    tar = make_tar([("a.txt", b"a")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    ref = (await r.json())["reference"]
+    await expect_error(await ctx.client.get(f"/bzz/{ref}/b.txt"), 404, "path address not found")
+    await expect_error(await ctx.client.get(f"/bzz/{ref}/"), 404, "address not found or incorrect")
+
+
+async def test_bzz_encrypted_collection_round_trip(ctx):
+    tar = make_tar([("sub/a.txt", b"secret a"), ("b.bin", os.urandom(10_000))])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true", "Swarm-Encrypt": "true"}))
+    ref = (await r.json())["reference"]
+    assert len(ref) == 128
+    r = await ctx.client.get(f"/bzz/{ref}/sub/a.txt")
+    assert r.status == 200 and await r.read() == b"secret a"
+    assert r.headers["Content-Type"] == "text/plain; charset=utf-8"
+
+
+async def test_bzz_of_plain_bytes_is_not_a_manifest(ctx):
+    ref = await upload_bytes(ctx, b"just bytes")
+    await expect_error(await ctx.client.get(f"/bzz/{ref}/x"), 404)
+
+
+async def test_bzz_feed_manifest_waits_for_the_feeds_work(ctx):
+    from api.state import STATE
+
+    st = ctx.client.app[STATE]
+    ref = await st.run(_feed_manifest, st)
+    await expect_error(await ctx.client.get(f"/bzz/{ref.hex()}/"), 501, "feed manifest")
+
+
+def _feed_manifest(st) -> bytes:
+    from chunkstore.content import write_bytes
+    from chunkstore.swarm.bzz import feed_manifest
+
+    session = st.upload_session(BATCH)
+    ref = feed_manifest(bytes(20), b"topic", save=lambda d: write_bytes(d, session, level=0)).store()
+    session.finish(ref)
+    return ref
+
+
+# ---------------------------------------------------------------- /bzz: refusals
+
+
+@pytest.mark.parametrize(("body", "headers", "pattern"), [
+    (b"not a tar at all" * 100, {"Content-Type": "application/x-tar"}, "not a tar archive"),
+    (b"", {"Content-Type": "application/x-tar"}, "no files in root directory"),
+    (bytes(1024), {"Content-Type": "application/x-tar"}, "no files in root directory"),
+    (b"x", {"Content-Type": "text/plain"}, "invalid content-type"),
+    (b"x", {"Content-Type": ""}, "invalid content-type"),
+    (b"x", {"Content-Type": "application/x-tar", "Swarm-Index-Document": "a/index.html"}, "must not contain"),
+    (b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nabc", {"Content-Type": "multipart/form-data; boundary=b"},
+     "ends inside a part"),
+])
+async def test_bzz_collection_refusals(ctx, body, headers, pattern):
+    r = await ctx.client.post("/bzz", data=body, headers=upload_headers(**{"Swarm-Collection": "true", **headers}))
+    await expect_error(r, 400, pattern)
+    assert ctx.store.stats()["chunks"] == 0
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "/etc/passwd", "a/../../b.txt"])
+async def test_bzz_unsafe_tar_paths_are_refused(ctx, name):
+    tar = make_tar([("fine.txt", b"fine"), (name, b"evil")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    await expect_error(r, 400, "absolute|'\\.\\.'")
+
+
+async def test_bzz_truncated_tar_is_refused(ctx):
+    tar = make_tar([("a.txt", os.urandom(5000))])
+    r = await ctx.client.post("/bzz", data=tar[:1500], headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    await expect_error(r, 400, "cut short")
+
+
+async def test_bzz_tar_skips_what_is_not_a_regular_file(ctx):
+    import tarfile
+
+    tar = make_tar([("dir", b""), ("link", b""), ("a.txt", b"a")], kinds={"dir": tarfile.DIRTYPE,
+                                                                          "link": tarfile.SYMTYPE})
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    ref = (await r.json())["reference"]
+    one = make_tar([("a.txt", b"a")])
+    r = await ctx.client.post("/bzz", data=one, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    assert (await r.json())["reference"] == ref
+
+
+async def test_bzz_long_names_gnu_and_pax(ctx):
+    import tarfile
+
+    long = "deep/" * 30 + "file.txt"
+    refs = set()
+    for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        r = await ctx.client.post("/bzz", data=make_tar([(long, b"long")], fmt=fmt), headers=upload_headers(
+            **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+        ref = (await r.json())["reference"]
+        refs.add(ref)
+        r = await ctx.client.get(f"/bzz/{ref}/{long}")
+        assert r.status == 200 and await r.read() == b"long"
+    assert len(refs) == 1
+
+
+async def test_bzz_file_name_must_not_start_with_a_slash(ctx):
+    r = await ctx.client.post("/bzz", data=b"x", params={"name": "/abs"}, headers=upload_headers(
+        **{"Content-Type": "text/plain"}))
+    await expect_error(r, 400, "invalid query params")
+    assert ctx.store.stats()["chunks"] == 0
+
+
+# ---------------------------------------------------------------- /chunks and /soc with the node's batch
+
+
+async def test_chunks_with_the_node_batch_are_stamped_by_the_node(ctx):
+    from chunkstore.swarm.cac import make_cac
+
+    address, data = make_cac(b"node stamped")
+    r = await ctx.client.post("/chunks", data=data, headers=upload_headers())
+    assert r.status == 201 and (await r.json())["reference"] == address.hex()
+    stamps = ctx.store.stamps_of(address)
+    assert [s.batch_id for s in stamps] == [BATCH]
+
+
+async def test_soc_with_the_node_batch_and_with_someone_elses(ctx):
+    from chunkstore.swarm.cac import make_cac
+    from chunkstore.swarm.signer import Signer
+    from chunkstore.swarm.soc import make_soc
+
+    owner = Signer(os.urandom(32))
+    _, wrapped = make_cac(b"feed-like payload")
+    soc = make_soc(owner, os.urandom(32), wrapped)
+    url = f"/soc/{owner.address.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}"
+    r = await ctx.client.post(url, data=wrapped, headers=upload_headers())
+    assert r.status == 201 and (await r.json())["reference"] == soc.address.hex()
+    assert [s.batch_id for s in ctx.store.stamps_of(soc.address)] == [BATCH]
+    other = os.urandom(32)
+    r = await ctx.client.post("/batches", json={"batchID": other.hex(), "owner": "11" * 20, "depth": 20,
+                                                "bucketDepth": 16, "immutable": False, "value": "1000", "start": 0})
+    assert r.status == 201
+    r = await ctx.client.post(url, data=wrapped, headers=upload_headers(other))
+    await expect_error(r, 400, "pre-signed stamps are required")
+
+
+async def test_bzz_unknown_and_malformed_references(ctx):
+    await expect_error(await ctx.client.get(f"/bzz/{'ab' * 32}/index.html"), 404)
+    await expect_error(await ctx.client.get(f"/bzz/{'ab' * 20}/index.html"), 400, "want 32 or 64 bytes")
+    await expect_error(await ctx.client.get(f"/bzz/{'ab' * 20}", allow_redirects=False), 400)
+
+
+async def test_slow_uploads_do_not_starve_other_requests(tmp_path):
+    import asyncio
+
+    app, _ = content_app(tmp_path, threads=2)
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        release = asyncio.Event()
+
+        async def slow_body():
+            yield b"first bytes"
+            await release.wait()
+            yield b" and the rest"
+
+        uploads = [asyncio.ensure_future(client.post("/bytes", data=slow_body(), headers=upload_headers()))
+                   for _ in range(4)]  # twice as many as store threads, every one holding a thread
+        await asyncio.sleep(0.5)
+        r = await asyncio.wait_for(client.get(f"/chunks/{'ab' * 32}"), 5)
+        assert r.status == 404  # a store read still gets a thread
+        release.set()
+        for done in await asyncio.gather(*uploads):
+            assert done.status == 201

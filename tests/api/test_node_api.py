@@ -1,0 +1,165 @@
+"""Node identity, the node's stamps and dev mode, through aiohttp's test client: Bee's shapes field by field."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from api.nodekey import NodeKeyError, load_node_key
+from chunkstore.swarm.signer import Signer
+from tests.api.contenthelpers import BATCH, NODE_KEY, content_app, register_batch, upload_headers
+from tests.api.test_content_api import expect_error
+
+STAMP_FIELDS = {
+    "batchID": str, "utilization": int, "utilizationRatio": float, "usable": bool, "label": str, "depth": int,
+    "amount": str, "bucketDepth": int, "blockNumber": int, "immutableFlag": bool, "exists": bool, "batchTTL": int,
+}
+
+
+def check_shape(obj: dict, fields: dict) -> None:
+    assert set(obj) == set(fields), set(obj) ^ set(fields)
+    for name, typ in fields.items():
+        assert isinstance(obj[name], typ) and not (typ is int and isinstance(obj[name], bool)), (name, obj[name])
+
+
+@pytest.fixture
+async def client(tmp_path):
+    app, _ = content_app(tmp_path)
+    async with TestClient(TestServer(app)) as c:
+        yield c
+
+
+@pytest.fixture
+async def dev(tmp_path):
+    app, store = content_app(tmp_path, dev=True)
+    from chunkstore.reserve import ChainState
+
+    store.reserve.set_chainstate(ChainState(block=10, total_amount=1000, current_price=24000))
+    async with TestClient(TestServer(app)) as c:
+        yield c
+
+
+async def test_addresses_node_topology_stake_wallet(client):
+    signer = Signer(NODE_KEY)
+    r = await client.get("/addresses")
+    body = await r.json()
+    assert body == {
+        "overlay": bytes(range(32)).hex(), "underlay": [], "ethereum": "0x" + signer.address.hex(),
+        "chain_address": "0x" + signer.address.hex(), "publicKey": signer.public_key.hex(),
+        "pssPublicKey": signer.public_key.hex(),
+    }
+    assert len(bytes.fromhex(body["publicKey"])) == 33
+    assert await (await client.get("/node")).json() == {"beeMode": "full", "chequebookEnabled": False,
+                                                        "swapEnabled": False}
+    topo = await (await client.get("/topology")).json()
+    assert topo["baseAddr"] == bytes(range(32)).hex() and topo["depth"] == 0 and topo["population"] == 0
+    assert set(topo["bins"]) == {f"bin_{i}" for i in range(32)}
+    assert topo["bins"]["bin_3"] == {"population": 0, "connected": 0, "disconnectedPeers": None,
+                                     "connectedPeers": None}
+    assert await (await client.get("/stake")).json() == {"stakedAmount": "0"}
+    assert await (await client.get("/stake/withdrawable")).json() == {"withdrawableAmount": "0"}
+    wallet = await (await client.get("/wallet")).json()
+    assert wallet["bzzBalance"] == "0" and wallet["walletAddress"] == "0x" + signer.address.hex()
+    state = await (await client.get("/redistributionstate")).json()
+    assert state["isFrozen"] is False and state["reward"] == "0"
+
+
+async def test_stamps_of_the_node(client):
+    await expect_error(await client.get(f"/stamps/{BATCH.hex()}"), 404, "issuer does not exist")
+    assert await (await client.get("/stamps")).json() == {"stamps": []}
+    created = await register_batch(client, label="site")
+    assert created["owner"] == Signer(NODE_KEY).address.hex()
+    # someone else's batch is not the node's stamp
+    r = await client.post("/batches", json={"batchID": "cd" * 32, "owner": "11" * 20, "depth": 20,
+                                            "bucketDepth": 16, "immutable": True, "value": "5", "start": 0})
+    assert r.status == 201
+    stamps = (await (await client.get("/stamps")).json())["stamps"]
+    assert [s["batchID"] for s in stamps] == [BATCH.hex()]
+    check_shape(stamps[0], STAMP_FIELDS)
+    assert stamps[0]["label"] == "site" and stamps[0]["utilization"] == 0 and stamps[0]["usable"] is True
+    await expect_error(await client.get(f"/stamps/{'cd' * 32}"), 404, "issuer does not exist")
+    r = await client.post("/bytes", data=os.urandom(50_000), headers=upload_headers(**{"Swarm-Redundancy-Level": "0"}))
+    assert r.status == 201
+    one = await (await client.get(f"/stamps/{BATCH.hex()}")).json()
+    check_shape(one, STAMP_FIELDS)
+    assert one["utilization"] >= 1 and one["utilizationRatio"] == one["utilization"] / 16
+    buckets = await (await client.get(f"/stamps/{BATCH.hex()}/buckets")).json()
+    assert (buckets["depth"], buckets["bucketDepth"], buckets["bucketUpperBound"]) == (20, 16, 16)
+    assert len(buckets["buckets"]) == 65536 and buckets["buckets"][7] == {"bucketID": 7, "collisions": buckets[
+        "buckets"][7]["collisions"]}
+    assert sum(b["collisions"] for b in buckets["buckets"]) == 14  # 13 leaves and their parent
+    assert max(b["collisions"] for b in buckets["buckets"]) == one["utilization"]
+    r = await client.patch(f"/stamps/{BATCH.hex()}", json={"label": "renamed"})
+    assert r.status == 200
+    assert (await (await client.get(f"/stamps/{BATCH.hex()}")).json())["label"] == "renamed"
+
+
+async def test_buying_without_dev_mode_says_what_to_do(client):
+    r = await client.post("/stamps/500000000/20")
+    await expect_error(r, 405, "POST /batches")
+    await expect_error(await client.patch(f"/stamps/topup/{BATCH.hex()}/100"), 405, "--dev")
+    await expect_error(await client.patch(f"/stamps/dilute/{BATCH.hex()}/21"), 405, "no chain backend")
+
+
+async def test_dev_mode_buys_tops_up_and_dilutes(dev):
+    wallet = await (await dev.get("/wallet")).json()
+    assert int(wallet["bzzBalance"]) > 500_000_000 << 30
+    r = await dev.post("/stamps/500000000/20", params={"label": "ci"}, headers={"Immutable": "false"})
+    assert r.status == 201
+    body = await r.json()
+    assert set(body) == {"batchID", "txHash"} and body["txHash"].startswith("0x") and len(body["txHash"]) == 66
+    batch_id = body["batchID"]
+    stamp = await (await dev.get(f"/stamps/{batch_id}")).json()
+    assert (stamp["label"], stamp["amount"], stamp["depth"], stamp["bucketDepth"], stamp["immutableFlag"],
+            stamp["blockNumber"]) == ("ci", "500000000", 20, 16, False, 10)
+    assert stamp["batchTTL"] == 500_000_000 * 5 // 24000
+    batch = await (await dev.get(f"/batches/{batch_id}")).json()
+    assert batch["value"] == str(1000 + 500_000_000)
+    # usable at once: an upload with it works
+    r = await dev.post("/bytes", data=b"dev data", headers={"Swarm-Postage-Batch-Id": batch_id})
+    assert r.status == 201
+    r = await dev.patch(f"/stamps/topup/{batch_id}/100000000")
+    assert r.status == 202 and (await r.json())["batchID"] == batch_id
+    stamp = await (await dev.get(f"/stamps/{batch_id}")).json()
+    assert stamp["amount"] == "600000000"
+    r = await dev.patch(f"/stamps/dilute/{batch_id}/22")
+    assert r.status == 202
+    batch = await (await dev.get(f"/batches/{batch_id}")).json()
+    assert batch["depth"] == 22 and batch["value"] == str(1000 + 600_000_000 // 4)
+    default = await (await dev.post("/stamps/500000000/17")).json()
+    assert (await (await dev.get(f"/stamps/{default['batchID']}")).json())["immutableFlag"] is True
+
+
+@pytest.mark.parametrize(("path", "status", "pattern"), [
+    ("/stamps/414720000/20", 400, "24h minimum validity"),  # one day at 24000 exactly: must be more
+    ("/stamps/500000000/16", 400, "at least 17"),
+    ("/stamps/500000000/300", 400, "invalid path params"),
+    ("/stamps/-5/20", 400, "invalid path params"),
+    ("/stamps/1" + "0" * 30 + "/30", 400, "out of funds"),
+])
+async def test_dev_mode_refusals(dev, path, status, pattern):
+    await expect_error(await dev.post(path), status, pattern)
+
+
+async def test_dev_mode_dilute_must_deepen(dev):
+    batch_id = (await (await dev.post("/stamps/500000000/20")).json())["batchID"]
+    await expect_error(await dev.patch(f"/stamps/dilute/{batch_id}/20"), 400, "invalid depth")
+    await expect_error(await dev.patch(f"/stamps/topup/{os.urandom(32).hex()}/5"), 404, "issuer does not exist")
+
+
+def test_node_key_file_rules(tmp_path):
+    signer = load_node_key(tmp_path)
+    key_file = tmp_path / "node.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert load_node_key(tmp_path).address == signer.address  # kept across starts
+    given = tmp_path / "given.key"
+    given.write_text(NODE_KEY.hex() + "\n")
+    assert load_node_key(tmp_path, given).address == Signer(NODE_KEY).address
+    with pytest.raises(NodeKeyError, match="does not exist"):
+        load_node_key(tmp_path, tmp_path / "typo.key")
+    bad = tmp_path / "bad.key"
+    bad.write_text("not hex")
+    with pytest.raises(NodeKeyError, match="64 hex"):
+        load_node_key(tmp_path, bad)

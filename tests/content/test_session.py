@@ -1,0 +1,164 @@
+"""The upload session: every chunk stamped and stored, the root last, failures leave no reachable reference."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+from chunkstore.content import SessionClosed, UploadSession, open_file, write_file
+from chunkstore.content.session import TAIL, root_group
+from chunkstore.store.errors import ChunkNotFound, StoreFull
+from chunkstore.swarm.errors import BucketFull
+from chunkstore.swarm.file import ChunkMissing, split_bytes
+from chunkstore.swarm.redundancy.level import Level
+from tests.content.helpers import open_node
+
+
+class Recorder:
+    """An observer that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[bytes]] = []
+        self.done: list[bytes] = []
+        self.errors: list[BaseException | None] = []
+
+    def stored(self, session, addresses, results) -> None:
+        assert [r.address for r in results] == list(addresses)
+        self.groups.append(list(addresses))
+
+    def finished(self, session, reference) -> None:
+        self.done.append(reference)
+
+    def aborted(self, session, error) -> None:
+        self.errors.append(error)
+
+
+@pytest.mark.parametrize(("size", "level", "encrypt"), [(0, 0, False), (5000, 1, False), (600_000, 2, False),
+                                                         (300_000, 1, True)])
+def test_upload_stores_the_whole_tree_and_the_root_last(node, size, level, encrypt):
+    data = os.urandom(size)
+    rec = Recorder()
+    session = node.session(group_size=16, observers=[rec])
+    reference = write_file(io.BytesIO(data), session, level=level, encrypt=encrypt, piece=7777)
+    counts = session.finish(reference)
+    assert rec.done == [reference] and rec.errors == []
+    # every chunk the splitter makes (same tree, compared without encryption's random keys) is stored
+    if not encrypt:
+        made: dict[bytes, bytes] = {}
+        assert split_bytes(data, lambda a, d: made.__setitem__(a, d), level=level) == reference
+        assert all(node.store.get(a) == d for a, d in made.items())
+        assert counts.put == len(made) == sum(len(g) for g in rec.groups)
+    assert open_file(node.store, reference).read_all() == data
+    # the last group holds the root and only the root's group (its replicas); it is the root's alone
+    last = rec.groups[-1]
+    assert reference[:32] in last and set(last) <= root_group(reference)
+    assert all(reference[:32] not in g for g in rec.groups[:-1])
+    assert max(len(g) for g in rec.groups) <= 16
+
+
+def test_a_failed_upload_leaves_no_reachable_reference(tmp_path, monkeypatch):
+    data = os.urandom(2_000_000)
+    reference = split_bytes(data, level=1)  # what a successful upload would answer
+    held = root_group(reference)
+    dry = open_node(tmp_path / "dry")
+    others: list[bool] = []  # per write: does it hold a chunk outside the root group?
+    real_dry = dry.store.put_signed
+
+    def record(items):
+        results = real_dry(items)
+        others.append(any(r.address not in held for r in results))
+        return results
+
+    monkeypatch.setattr(dry.store, "put_signed", record)
+    session = dry.session(group_size=32)
+    session.finish(write_file(io.BytesIO(data), session, level=1))
+    dry.store.close()
+    last_other = max(i for i, o in enumerate(others) if o)
+
+    node = open_node(tmp_path / "s")
+    real = node.store.put_signed
+    seen = []
+
+    def failing(items):
+        # The last write holding chunks outside the root group commits all but one of those, then fails
+        # (a disk filling up part-way through the shards): whatever else it held is stored.
+        seen.append(len(items))
+        if len(seen) - 1 == last_other:
+            skip = next(i for i, (a, _, _) in enumerate(items) if a not in held)
+            real(items[:skip] + items[skip + 1 :])
+            raise StoreFull("disk_full", "no space left (injected)")
+        return real(items)
+
+    monkeypatch.setattr(node.store, "put_signed", failing)
+    rec = Recorder()
+    session = node.session(group_size=32, observers=[rec])
+    try:
+        with pytest.raises(StoreFull):
+            session.finish(write_file(io.BytesIO(data), session, level=1))
+        assert len(rec.errors) == 1 and isinstance(rec.errors[0], StoreFull) and rec.done == []
+        with pytest.raises(ChunkNotFound):
+            node.store.get(reference[:32])
+        with pytest.raises(ChunkMissing):  # nor through a replica
+            open_file(node.store, reference)
+        with pytest.raises(SessionClosed):
+            session.put(b"\0" * 32, b"\0" * 8)
+    finally:
+        node.store.close()
+
+
+def test_full_bucket_stops_the_upload_before_the_root(tmp_path):
+    node = open_node(tmp_path / "s", depth=10, bucket_depth=8, immutable=True)  # 256 buckets of 4 positions
+    try:
+        data = os.urandom(4096 * 2000)  # 2000 leaves cannot fit 1024 slots
+        reference = split_bytes(data, level=0)
+        session = node.session(group_size=64)
+        with pytest.raises(BucketFull):
+            session.finish(write_file(io.BytesIO(data), session, level=0))
+        assert not node.store.has(reference[:32])
+    finally:
+        node.store.close()
+
+
+def test_memory_is_bounded_by_the_group_and_the_tail(node, monkeypatch):
+    session = node.session(group_size=8)
+    high = 0
+    put = session.put
+
+    def watch(address, data):
+        nonlocal high
+        put(address, data)
+        high = max(high, len(session._pending))
+
+    reference = split_bytes(os.urandom(400_000), watch, level=1)
+    session.finish(reference)
+    assert high == 8 + TAIL  # a group goes as soon as one more than group + tail would wait
+
+
+def test_repeated_chunks_are_stored_once_in_one_slot(node):
+    data = bytes(4096 * 300)  # 300 equal leaves
+    session = node.session(group_size=1000)
+    reference = write_file(io.BytesIO(data), session, level=0)
+    counts = session.finish(reference)
+    # 300 equal leaves, two equal parents of 128 of them, one of 44, the root: 4 distinct chunks of 304
+    assert (counts.offered, counts.put, counts.repeated) == (304, 4, 300)
+    assert open_file(node.store, reference).read_all() == data
+    assert sum(node.store.issuers.bucket_counts(node.batch.id, 16)) == counts.put
+
+
+def test_chunks_stored_earlier_keep_their_slots(node):
+    data = os.urandom(50_000)
+    first = node.session()
+    ref = write_file(io.BytesIO(data), first, level=Level.NONE)
+    first.finish(ref)
+    used = sum(node.store.issuers.bucket_counts(node.batch.id, 16))
+    again = node.session()
+    assert write_file(io.BytesIO(data), again, level=Level.NONE) == ref
+    again.finish(ref)
+    assert sum(node.store.issuers.bucket_counts(node.batch.id, 16)) == used
+
+
+def test_session_refuses_a_batch_up_front(node):
+    with pytest.raises(Exception, match="unknown batch"):
+        UploadSession(node.store, node.stamper, os.urandom(32))
