@@ -24,7 +24,8 @@ sampler workers at the default count), ``GET /rchash/0/{anchor1}/{anchor2}
 * cold: the store's data files dropped from the page cache first
   (``posix_fadvise(POSIX_FADV_DONTNEED)``, no root needed); warm: right after;
 * chunks/s and the ratio to L = cores x (openssl sha3-256 96-byte calls/s) /
-  128, measured in the same run;
+  128, measured in the same run, and how far the warm rate is below the
+  kernel bound (cores / (128 x one lane permutation), also timed here);
 * ``/health`` latency (p50, p99, max) probed every 10 ms during each sample;
 * peak anonymous RSS (RssAnon + RssShmem) of the daemon and of each sampler
   worker, polled every 50 ms, against the same run on a ``--compare``-chunk
@@ -55,7 +56,7 @@ from pathlib import Path
 import numpy as np
 from bench_api import Daemon
 from bench_sample import MemoryPoller, drop_page_cache
-from benchlib import CACHE, CALLS_PER_CHUNK, cores, percentile, single_lane_limit
+from benchlib import CACHE, CALLS_PER_CHUNK, cores, kernel_bound, lane_permutation_rate, percentile, single_lane_limit
 
 from chunkstore.store.batchstore import Batch
 from chunkstore.swarm.keccak import keccak256
@@ -389,11 +390,19 @@ def main() -> int:
     limit = call_rate * cores() / CALLS_PER_CHUNK
     print(f"L ({name}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s "
           f"(load average {os.getloadavg()[0]:.2f})")  # fmt: skip
+    perm_rate = lane_permutation_rate(2.0)
+    bound = kernel_bound(perm_rate, cores()) if perm_rate else 0.0
+    if bound:
+        print(f"kernel bound (lane permutation, {1e6 / perm_rate:.3f} us per instance) = {bound:,.0f} chunks/s "
+              f"= {bound / limit:.2f} x L")  # fmt: skip
     results = {}
     for n in sizes:
         print(f"\n--- {n:,} chunks, through the daemon")
         res = measure(stores[n], n, args.repeat, args.workers)
         results[n] = {"summary": report(n, res, limit, name), "memory": res["memory"]}
+        warm = results[n]["summary"].get("warm")
+        if bound and warm:
+            print(f"  warm is {bound / warm['rate']:.2f}x below the kernel bound (target: within 1.3x)")
         mem = res["memory"]
         print(f"  peak anon RSS: daemon {mem['parent']['anon_kb'] / 1024:.0f} MiB, workers "
               + ", ".join(f"{w['anon_kb'] / 1024:.0f}" for w in mem["workers"]) + " MiB")
@@ -404,7 +413,7 @@ def main() -> int:
         print(f"\nanon RSS {sizes[0]:,} vs {sizes[1]:,} chunks: daemon {d:.2f}x, largest worker {w:.2f}x "
               f"({'flat' if max(d, w) <= 1.2 else 'NOT flat'}: limit 1.2x)")
     if args.json:
-        args.json.write_text(json.dumps({"limit": limit, "results": {str(k): v for k, v in results.items()}}, default=str))
+        args.json.write_text(json.dumps({"limit": limit, "kernel_bound": bound, "results": {str(k): v for k, v in results.items()}}, default=str))
     return 0
 
 
