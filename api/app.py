@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from aiohttp import web
 import chunkstore
 from chunkstore.content import NodeStamper
 from chunkstore.reserve import ReserveStore, ReserveWorker
+from chunkstore.store.store import PutResult
 from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.bzz import MimeTable
 from chunkstore.swarm.signer import Signer
@@ -29,9 +31,11 @@ from . import (
     routes_chunks,
     routes_daemon,
     routes_node,
+    routes_pins,
     routes_rchash,
     routes_stamps,
     routes_status,
+    routes_tags,
     routes_ui,
 )
 from .config import Config
@@ -43,6 +47,21 @@ from .state import STATE, AppState
 
 log = logging.getLogger(__name__)
 
+
+class UploadMetrics:
+    """An upload observer: counts what each durable group stored, by what keeps it (``/metrics``)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def stored(self, session: object, addresses: Sequence[bytes], results: Sequence[PutResult]) -> None:
+        self.metrics.count_uploads(results)
+
+    def finished(self, session: object, reference: bytes) -> None:
+        return None
+
+    def aborted(self, session: object, error: BaseException | None) -> None:
+        return None
 
 
 def default_sample_fn(store: ReserveStore, config: Config) -> SampleFn:
@@ -113,6 +132,8 @@ def make_app(
     )
     metrics.attach_store(store.stats, lambda: len(store.batches.list()), reserve_size=False)
     metrics.attach_reserve(reserve)
+    metrics.attach_keeping(store)
+    state.upload_observers.append(UploadMetrics(metrics))
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
     metrics.attach_disk(store.path)
     # the scrape runs in the thread pool, where the probe's statvfs (only while refused) may block
@@ -130,6 +151,8 @@ def make_app(
     routes_stamps.add_routes(app)
     routes_bytes.add_routes(app)
     routes_bzz.add_routes(app)
+    routes_tags.add_routes(app)
+    routes_pins.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from chunkstore.store.mapsize import parse_size
 from chunkstore.swarm.constants import (
     BLOCK_TIME,
+    CACHE_CAPACITY,
     MAX_CAPACITY_DOUBLING,
     MAX_PO,
     MAX_SOC_SIZE,
@@ -55,6 +56,7 @@ class Config:
     reserve_capacity_doubling: int = 0
     minimum_storage_radius: int = 0
     reserve_min_evict_count: int = RESERVE_MIN_EVICT_COUNT
+    cache_capacity: int = CACHE_CAPACITY
     chainstate: Path | None = None
     block_time: int = BLOCK_TIME
     map_size: int | None = None
@@ -91,6 +93,13 @@ def _port(value: str) -> int:
     n = int(value)
     if not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"port must be in 0..65535, got {value}")
+    return n
+
+
+def _non_negative_int(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
     return n
 
 
@@ -173,6 +182,8 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--reserve-capacity-doubling", _doubling, f"double the reserve capacity this many times (0..{MAX_CAPACITY_DOUBLING})"),
     ("--minimum-storage-radius", _radius, "storage radius floor; chunks farther from the overlay are refused"),
     ("--reserve-min-evict-count", _positive_int, "entries evicted at least per batch visited when over capacity"),
+    ("--cache-capacity", _non_negative_int, "chunks the cache keeps of uploads outside the storage radius "
+     "(least recently used out first; pinned content is kept apart from it)"),
     ("--chainstate", str, "JSON file with the chain state {block, totalAmount, currentPrice} to load at start"),
     ("--block-time", _positive_int, "seconds per block, for batchTTL"),
     ("--node-key-file", str, "file holding the node's secp256k1 key as 64 hex (default: <data dir>/node.key, "
@@ -262,6 +273,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         reserve_capacity_doubling=ns.reserve_capacity_doubling,
         minimum_storage_radius=ns.minimum_storage_radius,
         reserve_min_evict_count=ns.reserve_min_evict_count,
+        cache_capacity=ns.cache_capacity,
         chainstate=Path(ns.chainstate) if ns.chainstate else None,
         block_time=ns.block_time,
         map_size=ns.map_size,

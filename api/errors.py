@@ -32,10 +32,13 @@ from chunkstore.store.errors import (
     BatchExists,
     ChunkNotFound,
     InvalidBatch,
+    PinAborted,
     StampConflict,
     StoreFull,
     StoreWriteFailed,
     UnknownBatch,
+    UnknownPin,
+    UnknownTag,
 )
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidProof, InvalidSignature, InvalidStamp, SwarmError
 from sampler import InsufficientSample
@@ -53,6 +56,9 @@ V = TypeVar("V")
 STATUS_BY_ERROR: dict[type[BaseException], int] = {
     ChunkNotFound: 404,
     UnknownBatch: 404,
+    UnknownTag: 404,
+    UnknownPin: 404,
+    PinAborted: 409,  # the pin being built was rolled back by another writer's open: try again
     StampConflict: 409,
     BatchExists: 409,
     InsufficientSample: 422,

@@ -25,6 +25,15 @@ or the overlay changed). Counts are since the process started; the
 ``bee_*`` counts are exposed as gauges so that their names are exactly the
 reference's (a counter would gain a ``_total`` suffix).
 
+Pins and the cache, read at scrape time: ``bee_localstore_cache_size``
+(chunks in the cache, the reference's name), ``chunkstore_cache_capacity``,
+``chunkstore_cache_evictions_total`` (entries the cache dropped, least
+recently used first, since start), ``chunkstore_pins`` and
+``chunkstore_pinned_chunks`` (pin rows: a chunk in two pins counts twice);
+``chunkstore_upload_chunks_total{kept}`` counts the chunks uploads stored new,
+by what keeps them: ``reserve`` (under their stamp), ``cache`` (outside the
+storage radius) or ``pin`` (outside the radius, kept by ``Swarm-Pin``).
+
 Hashing backend (this daemon's own; dashboards and alerts rely on the names):
 ``chunkstore_hash_backend{backend="numba"|"pysha3"}``, 1 for the backend in
 use and 0 for the other, read at scrape time (so a run-time switch to the
@@ -63,7 +72,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -199,6 +208,35 @@ class ReserveCollector(Collector):
                                   value=float(r.over_capacity_triggers))
 
 
+KEPT = ("reserve", "cache", "pin")
+
+
+class KeepingCollector(Collector):
+    """The cache's size, capacity and evictions and the pins, read at scrape time (LMDB's counts; no scan)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        store = self._store
+        try:
+            size = store.cache.size()
+            pins = len(store.pins.list())
+            pinned = store.pins.chunk_count()
+        except Exception as exc:  # a closed or failing store must not break the scrape
+            log.warning("pin and cache counts unavailable for metrics", extra={"fields": {"error": repr(exc)}})
+            return
+        policy = store.reserve.cache
+        yield GaugeMetricFamily("bee_localstore_cache_size", "Number of chunks in cache.", value=float(size))
+        yield GaugeMetricFamily("chunkstore_cache_capacity", "Chunks the cache keeps at most (--cache-capacity).",
+                                value=float(policy.capacity))
+        yield CounterMetricFamily("chunkstore_cache_evictions", "Cache entries dropped, least recently used first.",
+                                  value=float(policy.evicted))
+        yield GaugeMetricFamily("chunkstore_pins", "Pinned root references.", value=float(pins))
+        yield GaugeMetricFamily("chunkstore_pinned_chunks", "Chunks of pins (a chunk in two pins counts twice).",
+                                value=float(pinned))
+
+
 class DiskCollector(Collector):
     """The data dir's allocated bytes and its file system's free and total bytes, read at scrape time."""
 
@@ -266,6 +304,11 @@ class Metrics:
         )
         self.puts = Counter("chunkstore_chunk_puts", "Chunk uploads by outcome.", ["outcome"], registry=r)
         self.gets = Counter("chunkstore_chunk_gets", "Chunk reads by outcome.", ["outcome"], registry=r)
+        self.upload_chunks = Counter(
+            "chunkstore_upload_chunks", "Chunks uploads stored new, by what keeps them.", ["kept"], registry=r
+        )
+        for kept in KEPT:
+            self.upload_chunks.labels(kept)
         self.http_requests = Counter(
             "chunkstore_http_requests", "HTTP requests by route and status.", ["method", "route", "code"], registry=r
         )
@@ -299,6 +342,15 @@ class Metrics:
 
     def attach_reserve(self, reserve: Any) -> None:
         self.registry.register(ReserveCollector(reserve))
+
+    def attach_keeping(self, store: Any) -> None:
+        self.registry.register(KeepingCollector(store))
+
+    def count_uploads(self, results: Iterable[Any]) -> None:
+        """Count the chunks of an upload's durable group that were new, by ``PutResult.kept``."""
+        for result in results:
+            if result.stored:
+                self.upload_chunks.labels(result.kept).inc()
 
     def attach_hash_backend(self, info: Callable[[], Mapping[str, Any]]) -> None:
         self.registry.register(HashBackendCollector(info))

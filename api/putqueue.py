@@ -22,7 +22,7 @@ import asyncio
 from concurrent.futures import Executor
 
 from chunkstore.store.errors import StoreWriteFailed
-from chunkstore.store.store import ChunkStore, PutResult
+from chunkstore.store.store import ChunkStore, Holds, PutResult
 
 MAX_GROUP = 128
 Outcome = PutResult | BaseException  # each item's result, or the error its request raises
@@ -33,20 +33,25 @@ class PutQueue:
         self._store = store
         self._executor = executor
         self._max_group = max_group
-        self._pending: list[tuple[bytes, bytes, bytes | None, asyncio.Future[PutResult]]] = []
+        self._pending: list[tuple[bytes, bytes, bytes | None, Holds | None, asyncio.Future[PutResult]]] = []
         self._writer: asyncio.Task[None] | None = None
         self.groups = 0  # commits made (tests and metrics look at it)
         self.fallbacks = 0  # groups re-put one by one after an error
 
-    async def put(self, data: bytes, stamp: bytes, address: bytes | None = None) -> PutResult:
+    async def put(
+        self, data: bytes, stamp: bytes, address: bytes | None = None, holds: Holds | None = None
+    ) -> PutResult:
         """Store one chunk; the store's PutResult once durable.
 
         Without ``address`` the store reads the data as a CAC or a SOC, whichever
         the stamp fits; with it, the data must be the chunk at that address
-        (such items are put singly: ``put_many`` takes no address).
+        (such items are put singly: ``put_many`` takes no address). ``holds``
+        (a pin, the cache) is the upload's own, so such items are put singly too.
         """
         fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((data, stamp, address, fut))
+        if holds == Holds():
+            holds = None
+        self._pending.append((data, stamp, address, holds, fut))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._drain())
         return await asyncio.shield(fut)  # a client going away does not take the write back
@@ -55,13 +60,13 @@ class PutQueue:
         loop = asyncio.get_running_loop()
         while self._pending:
             group, self._pending = self._pending[: self._max_group], self._pending[self._max_group :]
-            items = [(d, s, a) for d, s, a, _ in group]
+            items = [(d, s, a, h) for d, s, a, h, _ in group]
             try:
                 outcomes = await loop.run_in_executor(self._executor, self._write, items)
             except BaseException as exc:  # the pool is gone (shutdown): fail this group, keep draining
                 outcomes = [exc] * len(group)
             self.groups += 1
-            for (_, _, _, fut), outcome in zip(group, outcomes, strict=True):
+            for (_, _, _, _, fut), outcome in zip(group, outcomes, strict=True):
                 if fut.done():
                     continue
                 if isinstance(outcome, BaseException):
@@ -69,9 +74,9 @@ class PutQueue:
                 else:
                     fut.set_result(outcome)
 
-    def _write(self, items: list[tuple[bytes, bytes, bytes | None]]) -> list[Outcome]:
+    def _write(self, items: list[tuple[bytes, bytes, bytes | None, Holds | None]]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(items)
-        plain = [i for i, (_, _, a) in enumerate(items) if a is None]
+        plain = [i for i, (_, _, a, h) in enumerate(items) if a is None and h is None]
         if len(plain) > 1:
             try:
                 for i, r in zip(plain, self._store.put_many([items[i][:2] for i in plain]), strict=True):
@@ -83,12 +88,11 @@ class PutQueue:
                     out[i] = stored if isinstance(stored, PutResult) else exc
             except Exception:
                 self.fallbacks += 1  # someone's item is bad: give each its own answer below
-        for i, (data, stamp, address) in enumerate(items):
+        for i, (data, stamp, address, holds) in enumerate(items):
             if out[i] is not None:
                 continue
             try:
-                result = self._store.put(data, stamp) if address is None else self._store.put(data, stamp, address=address)
-                out[i] = result
+                out[i] = self._store.put(data, stamp, address=address, holds=holds)
             except Exception as exc:
                 out[i] = exc
         return [o for o in out if o is not None]  # every item has its outcome by now

@@ -8,6 +8,15 @@ is checked against its batch; ``Swarm-Postage-Batch-Id`` alone names a batch
 the node owns, and the node stamps the chunk itself (``state.stamper``, as
 bee-js's ``streamDirectory`` and ``uploadChunk`` with a batch id expect).
 A batch id of someone else's batch is a 400: the node cannot sign for it.
+
+Tags and pins (``chunkstore.content.track_upload``): ``Swarm-Tag`` on either
+counts the chunk under that tag (404 "tag not found" for an unknown one) and
+names it in the answer's ``Swarm-Tag`` header; ``POST /soc`` also takes
+``Swarm-Pin: true`` (pinning the SOC under its address, kept even outside
+the storage radius) and, like the reference, makes a new tag for a pinned or
+explicitly deferred upload that names none. A chunk outside the storage
+radius is still refused here (422) unless pinned: single chunks do not go to
+the cache, uploads through ``/bytes`` and ``/bzz`` do.
 """
 
 from __future__ import annotations
@@ -16,9 +25,9 @@ import logging
 
 from aiohttp import web
 
-from chunkstore.content import NotNodeBatch
+from chunkstore.content import NotNodeBatch, UploadOptions, UploadTracker, track_upload
 from chunkstore.reserve import OutOfRadius, ReserveStore
-from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch
+from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch, UnknownTag
 from chunkstore.store.store import PutResult
 from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.constants import BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
@@ -29,8 +38,9 @@ from chunkstore.swarm.soc import SOC, parse_soc, verify_soc_signature
 
 from .errors import ApiError, ParamError, json_response, nearest, status_for
 from .middleware import write_refused
-from .params import decode_hex, parse_uint
+from .params import decode_hex, parse_go_bool, parse_uint
 from .state import AppState, state_of
+from .uploads import DEFERRED_HEADER, PIN_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +122,7 @@ _PUT_ERROR_PREFIX: dict[type[BaseException], str] = {
     InvalidChunk: "create chunk error",
     BucketFull: "batch is overissued",
     OutOfRadius: "chunk is outside the storage radius",
+    UnknownTag: "tag not found",
 }
 
 
@@ -123,13 +134,63 @@ def _put_error(request: web.Request, exc: SwarmError) -> ApiError:
     return ApiError(status_for(exc), f"{prefix}: {exc}")
 
 
-def _created(request: web.Request, result: PutResult) -> web.Response:
+def _created(request: web.Request, result: PutResult, tracker: UploadTracker | None = None) -> web.Response:
     st = state_of(request)
     st.metrics.puts.labels("stored" if result.stored else "duplicate").inc()
+    st.metrics.count_uploads([result])
     address = bytes(result.address)
     resp = json_response({"reference": address.hex()}, status=201)
+    if tracker is not None and tracker.tag:
+        resp.headers[TAG_HEADER] = str(tracker.tag)
     resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
     return resp
+
+
+def _go_bool(request: web.Request, name: str) -> bool | None:
+    raw = request.headers.get(name, "")
+    return None if raw == "" else parse_go_bool("header", name, raw)
+
+
+def _chunk_options(request: web.Request, *, soc: bool) -> UploadOptions | None:
+    """The tag and pin of a single-chunk upload, or None when it has neither (nothing to track).
+
+    ``/chunks`` counts under a named tag only; ``/soc`` also pins and, pinned or explicitly
+    deferred, gets a new tag when none is named (the reference's handlers).
+    """
+    raw = request.headers.get(TAG_HEADER, "")
+    tag = parse_uint("header", TAG_HEADER, raw) if raw else 0
+    pin = bool(_go_bool(request, PIN_HEADER)) if soc else False
+    deferred = _go_bool(request, DEFERRED_HEADER) if soc else None
+    deferred = tag > 0 if deferred is None else deferred
+    if not (tag or pin or deferred):
+        return None
+    return UploadOptions(tag=tag, pin=pin, deferred=deferred)
+
+
+def _begin_tracking(st: AppState, options: UploadOptions) -> UploadTracker:
+    """Blocking: the tag checked (or made), the pin collection begun; single chunks are not cached."""
+    return track_upload(st.store, options, cache=False)
+
+
+def _finish_tracking(tracker: UploadTracker, result: PutResult, root: bytes | None) -> None:
+    tracker.stored(None, [result.address], [result])
+    tracker.finished(None, root)
+
+
+async def _tracked_put(
+    st: AppState, options: UploadOptions | None, data: bytes, stamp: bytes, address: bytes | None, root: bool
+) -> tuple[PutResult, UploadTracker | None]:
+    """Put one chunk, counted under its tag and pinned as ``options`` ask (``root``: pin it under its address)."""
+    if options is None:
+        return await st.puts.put(data, stamp, address=address), None
+    tracker = await st.run(_begin_tracking, st, options)
+    try:
+        result = await st.puts.put(data, stamp, address=address, holds=tracker.holds)
+        await st.run(_finish_tracking, tracker, result, result.address if root else None)
+    except BaseException as exc:
+        await st.run(tracker.aborted, None, exc)
+        raise
+    return result, tracker
 
 
 async def post_chunk(request: web.Request) -> web.Response:
@@ -139,19 +200,19 @@ async def post_chunk(request: web.Request) -> web.Response:
         data = await read_body(request, SOC_MAX_CHUNK, "Request Entity Too Large")
         if len(data) < SPAN_SIZE:
             raise ApiError(400, f"insufficient data length: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
+        options = _chunk_options(request, soc=False)
         try:
+            address = None
             if stamp is None:
                 address = await st.run(_address_of, data)
                 stamp = await st.run(_node_stamp, st, request, address)
-                result = await st.puts.put(data, stamp, address=address)
-            else:
-                result = await st.puts.put(data, stamp)
+            result, tracker = await _tracked_put(st, options, data, stamp, address, root=False)
         except SwarmError as exc:
             raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
-    return _created(request, result)
+    return _created(request, result, tracker)
 
 
 async def post_soc(request: web.Request) -> web.Response:
@@ -167,17 +228,18 @@ async def post_soc(request: web.Request) -> web.Response:
         data = await read_body(request, CHUNK_WITH_SPAN, "payload too large")
         if len(data) < SPAN_SIZE:
             raise ApiError(400, f"short chunk data: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
+        options = _chunk_options(request, soc=True)
         try:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
             if stamp is None:
                 stamp = await st.run(_node_stamp, st, request, soc.address)
-            result = await st.puts.put(soc.data, stamp, address=soc.address)
+            result, tracker = await _tracked_put(st, options, soc.data, stamp, soc.address, root=True)
         except SwarmError as exc:
             raise _put_error(request, exc) from None
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
-    return _created(request, result)
+    return _created(request, result, tracker)
 
 
 def _get_or_none(store: ReserveStore, address: bytes) -> bytes | None:

@@ -17,6 +17,11 @@ fields are added there (the status page, ``/ui/``, reads it):
   ``?verbose=true`` gives it; null before one) and ``recent``: the last runs,
   oldest first, each ``{finishedAt, durationSeconds, ok, chunksIterated,
   chunksPerSecond}``.
+- ``cache``: ``{size, capacity, evicted}``: chunks the cache keeps (uploads
+  outside the storage radius), its ``--cache-capacity`` and the entries it
+  dropped since start (least recently used first).
+- ``pins``: ``{count, chunks}``: pinned references and their chunks (a chunk
+  in two pins counts twice).
 - ``batches``: ``{countedAt, entries: {batch id hex: stamp entries held}}``
   (counted over the index, cached up to a minute: see ``api.batchshare``).
 
@@ -55,6 +60,9 @@ def daemon_status(state: AppState) -> dict[str, Any]:
             "fullReserveEstimateSeconds": state.metrics.full_reserve_estimate,
             "recent": [run.as_json() for run in state.metrics.recent_samples.runs()],
         },
+        "cache": {"size": store.cache.size(), "capacity": store.reserve.cache.capacity,
+                  "evicted": store.reserve.cache.evicted},
+        "pins": {"count": len(store.pins.list()), "chunks": store.pins.chunk_count()},
         "batches": state.batch_entries.get(store).as_json(),
     }
 

@@ -60,6 +60,7 @@ def reserve_options(config: Config) -> ReserveOptions:
         doubling=config.reserve_capacity_doubling,
         minimum_radius=config.minimum_storage_radius,
         min_evict_count=config.reserve_min_evict_count,
+        cache_capacity=config.cache_capacity,
     )
 
 

@@ -8,8 +8,13 @@ Headers (``pkg/api/bytes.go``, ``bzz.go``; booleans as Go's ``ParseBool``):
 - ``Swarm-Encrypt``: Bee's chunk encryption, 64-byte references;
 - ``Swarm-Redundancy-Level`` 0..4, default MEDIUM (1) as Bee's uploads;
 - ``Swarm-Tag``, ``Swarm-Pin``, ``Swarm-Deferred-Upload`` (default true):
-  validated and handed to the upload session (``UploadOptions``), where tags
-  and pins hook in; a node without a network stores the chunks either way;
+  the upload counts under the named tag (404 "tag not found" for an unknown
+  one), or, as on the reference node, under a new tag when none is named
+  unless ``Swarm-Deferred-Upload: false`` and no pin; the answer's
+  ``Swarm-Tag`` header names it. With ``Swarm-Pin: true`` the upload's chunks
+  are pinned under the reference answered. The session does both
+  (``chunkstore.content.track_upload``); a node without a network stores the
+  chunks either way;
 - ``Swarm-Act``: access control is not served here (501).
 
 The body is read piece by piece (``BodyReader``) by a worker thread that
@@ -22,14 +27,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from chunkstore.content import UploadOptions, UploadSession
 from chunkstore.content.errors import ContentError, NotNodeBatch
 from chunkstore.reserve import OutOfRadius
-from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
+from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
 from chunkstore.swarm.errors import BucketFull, SwarmError
 from chunkstore.swarm.redundancy.level import DEFAULT_UPLOAD_LEVEL, Level
 
@@ -49,12 +54,20 @@ LEVEL_HEADER = "Swarm-Redundancy-Level"
 ACT_HEADER = "Swarm-Act"
 
 
+@dataclass
+class CountedTag:
+    """The tag an upload is counted under, once ``run_upload`` has it (a new one when none was named)."""
+
+    uid: int = 0
+
+
 @dataclass(frozen=True)
 class UploadRequest:
     batch_id: bytes
     encrypt: bool
     level: Level
     options: UploadOptions
+    tag: CountedTag = field(default_factory=CountedTag)
 
 
 def _bool_header(request: web.Request, name: str) -> bool | None:
@@ -103,6 +116,7 @@ _UPLOAD_ERROR_PREFIX: dict[type[BaseException], str] = {
     NotNodeBatch: "batch not usable by this node",
     BucketFull: "batch is overissued",
     OutOfRadius: "chunk is outside the storage radius",
+    UnknownTag: "tag not found",
 }
 
 
@@ -127,6 +141,7 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
 
     def job() -> bytes:
         session = st.upload_session(up.batch_id, up.options)
+        up.tag.uid = session.tracker.tag
         try:
             reference = work(session, body)
             session.finish(reference)
@@ -146,7 +161,8 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
 def created(reference: bytes, up: UploadRequest, headers: dict[str, str] | None = None) -> web.Response:
     """Bee's 201 ``{"reference"}`` answer of an upload."""
     resp = json_response({"reference": reference.hex()}, status=201, headers=headers)
-    if up.options.tag:
-        resp.headers[TAG_HEADER] = str(up.options.tag)
+    uid = up.tag.uid or up.options.tag
+    if uid:
+        resp.headers[TAG_HEADER] = str(uid)
     resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
     return resp

@@ -49,27 +49,15 @@ from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.redundancy.level import Level
 
 from .errors import SessionClosed
+from .options import UploadOptions
 from .stamper import NodeStamper
+from .tracking import track_upload
 
 _T = TypeVar("_T")
 
 GROUP_SIZE = 512  # chunks per write: a commit per shard per group (2 MiB of leaves)
 TAIL = 32  # chunks always kept back: the root and up to 16 replicas come last
 IN_FLIGHT = 2  # groups handed to the writer thread and not yet durable
-
-
-@dataclass(frozen=True)
-class UploadOptions:
-    """The upload headers the later features act on (validated by the HTTP layer, Bee's meaning).
-
-    ``tag``: ``Swarm-Tag``, the tag to count the chunks under (0: none given);
-    ``pin``: ``Swarm-Pin``; ``deferred``: ``Swarm-Deferred-Upload`` (true by
-    default, as the reference: a node with no network stores either way).
-    """
-
-    tag: int = 0
-    pin: bool = False
-    deferred: bool = True
 
 
 @dataclass
@@ -122,6 +110,9 @@ class UploadSession:
         # Refuse an unusable batch before the first byte of the body is read.
         self.batch = self.stamper.batch(self.batch_id)
         self.batch_id = self.batch.id
+        # Tags and pins (tracking.py): checked and begun before the first chunk, told first of every group.
+        self.tracker = track_upload(self.store, self.options)
+        self.observers = [self.tracker, *self.observers]
         self.counts = UploadCounts()
         self.reference: bytes | None = None
         self._pending: OrderedDict[bytes, bytes] = OrderedDict()
@@ -219,7 +210,9 @@ class UploadSession:
             return
         addresses = [a for a, _ in items]
         stamps = self.stamper.stamp(self.batch_id, addresses)
-        results = self.store.put_signed([(a, d, s) for (a, d), s in zip(items, stamps, strict=True)])
+        results = self.store.put_signed(
+            [(a, d, s) for (a, d), s in zip(items, stamps, strict=True)], holds=self.tracker.holds
+        )
         self.counts.put += len(results)
         self.counts.stored += sum(1 for r in results if r.stored)
         self.counts.groups += 1

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chunkstore.swarm.constants import MAX_CAPACITY_DOUBLING, MAX_PO, RESERVE_CAPACITY, RESERVE_MIN_EVICT_COUNT
+from chunkstore.swarm.constants import (
+    CACHE_CAPACITY,
+    MAX_CAPACITY_DOUBLING,
+    MAX_PO,
+    RESERVE_CAPACITY,
+    RESERVE_MIN_EVICT_COUNT,
+)
 
 from .errors import InvalidReserveOption
 
@@ -25,6 +31,7 @@ class ReserveOptions:
     evict_step: int = DEFAULT_EVICT_STEP
     wakeup: float = DEFAULT_WAKEUP
     evict_yield: float = DEFAULT_EVICT_YIELD
+    cache_capacity: int = CACHE_CAPACITY  # chunks the cache of uploads outside the radius holds
 
     def validate(self) -> None:
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 1:
@@ -37,6 +44,8 @@ class ReserveOptions:
             raise InvalidReserveOption("min_evict_count and evict_step must be at least 1")
         if not self.wakeup > 0:
             raise InvalidReserveOption(f"wakeup must be positive, got {self.wakeup!r}")
+        if isinstance(self.cache_capacity, bool) or not isinstance(self.cache_capacity, int) or self.cache_capacity < 0:
+            raise InvalidReserveOption(f"cache capacity must be a non-negative integer, got {self.cache_capacity!r}")
         if not self.evict_yield >= 0:
             raise InvalidReserveOption(f"evict_yield must be >= 0, got {self.evict_yield!r}")
 

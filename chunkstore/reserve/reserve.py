@@ -16,8 +16,11 @@ counts its reserve. Capacity is ``capacity * 2^doubling`` (2^22 by default);
 the committed depth is ``radius + doubling``.
 
 Keeping the reserve within capacity, expiring batches and sweeping chunks
-left outside a raised radius is eviction.py's work, run in the background by
-worker.py; ``maintain()`` runs it once in the caller's thread.
+left outside a raised radius is eviction.py's work, and keeping the cache of
+uploads outside the radius within its capacity cache.py's, both run in the
+background by worker.py; ``maintain()`` runs them once in the caller's thread.
+A pinned chunk outlives all of it: evictions drop its stamp entries, and the
+store keeps its data while a pin holds it (chunkstore/store/pins.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from chunkstore.swarm.constants import ADDRESS_SIZE, MAX_PO
 from chunkstore.swarm.proximity import proximity
 
 from . import eviction
+from .cache import CachePolicy
 from .chainstate import ChainState, decode_chainstate, encode_chainstate
 from .errors import InvalidReserveOption, OutOfRadius
 from .options import REASONS, ReserveOptions
@@ -83,6 +87,7 @@ class Reserve:
         self.writes = 0  # puts committed by this process (the eviction yields to them)
         self.writes_seen = 0  # ... as of the eviction's last step
         self.recounted: list[int] = []  # shards whose bin counters the open had to recount
+        self.cache = CachePolicy(store, options.cache_capacity)
         self._wake: Callable[[], None] | None = None
         self._closers: list[Callable[[], None]] = []
         stored = self._meta_get(INFO_OVERLAY)
@@ -90,6 +95,7 @@ class Reserve:
         if store.readonly:
             self.overlay = bytes(overlay or stored or bytes(ADDRESS_SIZE))
             return
+        store.cache.on_reads_full = self.wake
         self.overlay = bytes(overlay or stored or os.urandom(ADDRESS_SIZE))
         if self.overlay != stored:
             self._adopt_overlay(stored)
@@ -221,9 +227,9 @@ class Reserve:
         return check
 
     def after_write(self) -> None:
-        """A put committed: wake the eviction if the reserve went over capacity."""
+        """A put committed: wake the eviction if the reserve or the cache went over capacity."""
         self.writes += 1
-        if self._wake is not None and self.over_capacity():
+        if self._wake is not None and (self.over_capacity() or self.cache.over_capacity()):
             self.over_capacity_triggers += 1
             self._wake()
 
@@ -271,7 +277,8 @@ class Reserve:
             close()
 
     def maintain(self, stop: Stop | None = None) -> dict[str, int]:
-        """Do the pending work once, in this thread: expire batches, finish a sweep, get within capacity."""
+        """Do the pending work once, in this thread: expire batches, finish a sweep, get within capacity,
+        get the cache within its capacity (``done["cache"]``: cache entries dropped)."""
         self._store.check_writable()
         stop = stop or _never
         done = dict.fromkeys(REASONS, 0)
@@ -280,6 +287,7 @@ class Reserve:
             done["radius"] = eviction.sweep(self, stop)
         if not stop():
             done["capacity"] = eviction.unreserve(self, stop)
+        done["cache"] = 0 if stop() else self.cache.evict(stop)
         return done
 
     def lower_radius_if_underpopulated(self) -> bool:

@@ -139,3 +139,30 @@ __all__ = [
     "StoreWriteFailed",
     "UnknownBatch",
 ]
+
+
+class UnknownPin(SwarmError, KeyError):
+    """No pin with this root reference (or an unpinning already under way removed it)."""
+
+    def __init__(self, reference: bytes) -> None:
+        self.reference = bytes(reference)
+        super().__init__(f"no pin of reference {self.reference.hex()}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class PinAborted(SwarmError):
+    """A pin collection being built was ended meanwhile (its build was abandoned, or a writable open
+    found it unfinished and rolled it back); nothing of it is kept."""
+
+
+class UnknownTag(SwarmError, KeyError):
+    """No tag with this uid."""
+
+    def __init__(self, uid: int) -> None:
+        self.uid = uid
+        super().__init__(f"tag {uid} not found")
+
+    def __str__(self) -> str:
+        return str(self.args[0])

@@ -19,6 +19,9 @@ from .layout import (
     DB_BATCHES,
     DB_INFO,
     DB_ISSUERS,
+    DB_PINNING,
+    DB_PINS,
+    DB_TAGS,
     FORMAT_VERSION,
     INFO_BYTES,
     INFO_FORMAT,
@@ -30,34 +33,34 @@ from .layout import (
     META_DBS,
     META_DIR,
     SHARD_DBS,
+    V1_META_DBS,
     read_u32,
     shard_path,
     u32,
     u64,
 )
 from .shard import check_info
+from .upgrade import open_databases
 
 
 class MetaEnv:
-    """The meta environment: store-wide info, the batch records and the node's stamp issuers."""
+    """The meta environment: store-wide info, the batch records, the node's stamp issuers, pins and tags."""
 
-    def __init__(self, env: lmdb.Environment, shard_count: int, *, readonly: bool = False) -> None:
+    def __init__(self, env: lmdb.Environment, shard_count: int, *, readonly: bool, where: str) -> None:
         self.env = env
+        added = [name for name in META_DBS if name not in V1_META_DBS]
+        dbs = open_databases(env, META_DBS, added, readonly=readonly, where=where)
         self.info = env.open_db(DB_INFO, create=False)
         self.batches = env.open_db(DB_BATCHES, create=False)
-        self.issuers = _optional_db(env, DB_ISSUERS, create=not readonly)
+        # None only in a version-1 store opened read-only: then they are empty (upgrade.py).
+        self.issuers: Database | None = dbs[DB_ISSUERS]
+        self.pins: Database | None = dbs[DB_PINS]
+        self.pinning: Database | None = dbs[DB_PINNING]
+        self.tags: Database | None = dbs[DB_TAGS]
         self.shard_count = shard_count
 
     def close(self) -> None:
         release_env(self.env)
-
-
-def _optional_db(env: lmdb.Environment, name: bytes, *, create: bool) -> Database | None:
-    """A database added after format version 1: created by a writable open, None in an older store read-only."""
-    try:
-        return env.open_db(name, create=create)
-    except lmdb.NotFoundError:
-        return None
 
 
 def check_shard_count(shards: int) -> int:
@@ -110,7 +113,7 @@ def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | 
     count = read_u32(info[INFO_SHARDS])
     if shards is not None and shards != count:
         raise StoreFormatError(f"{root}: store has {count} shards; opened asking for {shards}")
-    return MetaEnv(env, count, readonly=readonly)
+    return MetaEnv(env, count, readonly=readonly, where=meta_path)
 
 
 def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: int) -> MetaEnv:
@@ -136,7 +139,7 @@ def _create(root: str, meta_path: str, count: int, map_size: int, shard_size: in
             txn.put(INFO_SHARDS, u32(count), db=info)
             txn.put(INFO_FORMAT, u32(FORMAT_VERSION), db=info)
             txn.put(INFO_MAGIC, MAGIC, db=info)
-        return MetaEnv(env, count)
+        return MetaEnv(env, count, readonly=False, where=meta_path)
     except BaseException:
         release_env(env)
         raise

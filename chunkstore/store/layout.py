@@ -20,7 +20,11 @@ from chunkstore.swarm.constants import (
     STAMP_TIMESTAMP_SIZE,
 )
 
-FORMAT_VERSION = 1
+# Version 2 added the pin and cache databases (below). A version-1 store is read as one whose new
+# databases are empty, and a writable open upgrades it (files.py, shard.py): builds before version 2
+# must not open it once it holds pins, since they would delete pinned chunks that have no stamp.
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 MAGIC = b"swarm-chunkstore"
 
 DEFAULT_SHARDS = 4
@@ -43,12 +47,22 @@ DB_TAILS = b"tails"
 DB_STAMPS = b"stamps"
 DB_SLOTS = b"slots"
 DB_PENDING = b"pending"
-# The node's stamp issuers (issuers.py). Optional like the reserve keys: a store written before it
-# existed gets it at its first writable open, and a build that does not know it ignores it, so it did
-# not bump the format version.
+# The node's stamp issuers (issuers.py): added while the format was still version 1, as an optional
+# database (a store without it gets it at its first writable open, a read-only open sees no issuers).
 DB_ISSUERS = b"issuers"
-SHARD_DBS = (DB_INFO, DB_CHUNKS, DB_TAILS, DB_STAMPS, DB_SLOTS, DB_PENDING)
-META_DBS = (DB_INFO, DB_BATCHES, DB_ISSUERS)
+# Version 2: what keeps a chunk besides its stamps. A chunk is stored while it has a stamp entry, a pin
+# or a cache entry (writes.py, ``drop_if_orphan``).
+DB_PINREFS = b"pinrefs"  # shard: address | pin id -> "" (the pin collections holding a chunk)
+DB_PINSETS = b"pinsets"  # shard: pin id | address -> "" (the same rows, by collection)
+DB_CACHE = b"cache"  # shard: address -> last access (u64 BE ns)
+DB_LRU = b"lru"  # shard: last access (u64 BE ns) | address -> "" (the cache in least-recently-used order)
+DB_PINS = b"pins"  # meta: root reference (32 or 64) -> pin id | chunks (u64 BE) | created (u64 BE ns)
+DB_PINNING = b"pinning"  # meta: pin id -> state (1) | started (u64 BE ns) | reference (0, 32 or 64): collections in flux
+DB_TAGS = b"tags"  # meta: tag uid (u64 BE) -> counters and address (tags.py)
+V1_SHARD_DBS = (DB_INFO, DB_CHUNKS, DB_TAILS, DB_STAMPS, DB_SLOTS, DB_PENDING)
+V1_META_DBS = (DB_INFO, DB_BATCHES)  # what every version-1 store has (issuers may be missing)
+SHARD_DBS = (*V1_SHARD_DBS, DB_PINREFS, DB_PINSETS, DB_CACHE, DB_LRU)
+META_DBS = (*V1_META_DBS, DB_ISSUERS, DB_PINS, DB_PINNING, DB_TAGS)
 
 # Keys of the ``info`` databases.
 INFO_MAGIC = b"magic"
@@ -68,6 +82,12 @@ INFO_BINS = b"bins"
 # (chunkstore/reserve/reserve.py: radius, sweep, chainstate); the store reads
 # and writes them only for those layers (``ChunkStore.read_info``/``write_info``).
 
+# Counters of the meta info: the last pin id and the last tag uid handed out.
+INFO_PIN_SEQ = b"pinseq"
+INFO_TAG_SEQ = b"tagseq"
+
+PIN_ID_SIZE = 8
+PINREF_KEY_SIZE = ADDRESS_SIZE + PIN_ID_SIZE  # 40
 SLOT_KEY_SIZE = BATCH_ID_SIZE + STAMP_INDEX_SIZE  # 40
 STAMP_KEY_SIZE = ADDRESS_SIZE + SLOT_KEY_SIZE  # 72
 STAMP_VALUE_SIZE = 1 + STAMP_TIMESTAMP_SIZE + SIGNATURE_SIZE  # 74: chunk type | timestamp | signature

@@ -1,10 +1,13 @@
 """Open-time reconciliation: finish what a crash interrupted.
 
-Two kinds of work can be left half done (see chunkstore/store/writes.py and
-chunkstore/store/batchstore.py): a slot contest whose older holder was not yet
-evicted (a ``pending`` record in the winner's shard), and a batch removal
-(a record marked removing). Both are finished here, under the writer lock,
-before the store accepts writes. Neither needs a scan of the chunks.
+Three kinds of work can be left half done (see chunkstore/store/writes.py,
+batchstore.py and pins.py): a slot contest whose older holder was not yet
+evicted (a ``pending`` record in the winner's shard), a batch removal (a
+record marked removing), and a pin collection being built or taken apart (a
+``pinning`` record). All are finished here, under the writer lock, before the
+store accepts writes: the contest settled, the removal completed, the
+collection taken apart (an interrupted pinning leaves nothing). None needs a
+scan of the chunks.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .batchstore import BatchStore
+from .pins import PinStore
 from .shard import Shard
 from .writes import WriteSession
 
@@ -50,10 +54,11 @@ def run(shards: list[Shard], work: Callable[[WriteSession], object]) -> None:
         raise
 
 
-def recover(shards: list[Shard], batches: BatchStore) -> dict[str, int]:
+def recover(shards: list[Shard], batches: BatchStore, pins: PinStore) -> dict[str, int]:
     """Run every open-time repair; the caller holds the writer lock."""
     slots = resolve_pending(shards)
     removing = batches.removing()
     for batch_id in removing:
         batches.finish_removal(batch_id)
-    return {"pending_slots": slots, "batch_removals": len(removing)}
+    collections = pins.finish_pending()
+    return {"pending_slots": slots, "batch_removals": len(removing), "pin_collections": collections}

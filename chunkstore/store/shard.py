@@ -25,9 +25,13 @@ from chunkstore.swarm.stamp import Stamp
 from .envs import Database, acquire_env, release_env
 from .errors import BufferTooSmall, ChunkNotFound, StoreFormatError
 from .layout import (
+    DB_CACHE,
     DB_CHUNKS,
     DB_INFO,
+    DB_LRU,
     DB_PENDING,
+    DB_PINREFS,
+    DB_PINSETS,
     DB_SLOTS,
     DB_STAMPS,
     DB_TAILS,
@@ -39,13 +43,16 @@ from .layout import (
     INFO_SHARD,
     INFO_SHARDS,
     MAGIC,
+    READABLE_FORMATS,
     SHARD_DBS,
+    V1_SHARD_DBS,
     neighbourhood_range,
     read_u32,
     read_u64,
     shard_path,
 )
 from .mapsize import ADOPT_RECORDED
+from .upgrade import open_databases
 
 Entry = tuple[bytes, int, bytes, int]  # (address, chunk_type, batch_id, stamp timestamp ns)
 Buffer = bytearray | memoryview
@@ -62,9 +69,10 @@ def check_info(env: lmdb.Environment, db: Database, where: str) -> dict[bytes, b
         raise StoreFormatError(f"{where}: not a chunk store environment (magic {magic!r})")
     raw = info.get(INFO_FORMAT)
     version = read_u32(raw) if raw is not None and len(raw) == 4 else None
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMATS:
         raise StoreFormatError(
-            f"{where}: on-disk format version {version} is not supported; this build reads version {FORMAT_VERSION}"
+            f"{where}: on-disk format version {version} is not supported; this build reads versions "
+            f"{', '.join(map(str, READABLE_FORMATS))} and writes version {FORMAT_VERSION}"
         )
     return info
 
@@ -80,21 +88,27 @@ class Shard:
         self._closed = False
         self.env = acquire_env(self.path, readonly=readonly, map_size=map_size, max_dbs=len(SHARD_DBS))
         try:
-            dbs = {name: self.env.open_db(name, create=False) for name in SHARD_DBS}
-        except lmdb.NotFoundError:
-            release_env(self.env)
-            raise StoreFormatError(f"{self.path}: shard {index} lacks its databases") from None
-        self.info_db = dbs[DB_INFO]
-        self.chunks = dbs[DB_CHUNKS]
-        self.tails = dbs[DB_TAILS]
-        self.stamps = dbs[DB_STAMPS]
-        self.slots = dbs[DB_SLOTS]
-        self.pending = dbs[DB_PENDING]
-        try:
-            info = check_info(self.env, self.info_db, self.path)
-        except StoreFormatError:
+            try:
+                info_db = self.env.open_db(DB_INFO, create=False)
+            except lmdb.NotFoundError:
+                raise StoreFormatError(f"{self.path}: shard {index} lacks its databases") from None
+            info = check_info(self.env, info_db, self.path)
+            added = [name for name in SHARD_DBS if name not in V1_SHARD_DBS]
+            dbs = open_databases(self.env, SHARD_DBS, added, readonly=readonly, where=self.path)
+        except BaseException:
             release_env(self.env)
             raise
+        self.info_db = info_db
+        self.chunks = _present(dbs[DB_CHUNKS])
+        self.tails = _present(dbs[DB_TAILS])
+        self.stamps = _present(dbs[DB_STAMPS])
+        self.slots = _present(dbs[DB_SLOTS])
+        self.pending = _present(dbs[DB_PENDING])
+        # None only in a version-1 shard opened read-only: then they are empty (upgrade.py).
+        self.pinrefs: Database | None = dbs[DB_PINREFS]
+        self.pinsets: Database | None = dbs[DB_PINSETS]
+        self.cache: Database | None = dbs[DB_CACHE]
+        self.lru: Database | None = dbs[DB_LRU]
         self.shard_count = read_u32(info[INFO_SHARDS])
         if read_u32(info[INFO_SHARD]) != index:
             release_env(self.env)
@@ -104,6 +118,12 @@ class Shard:
         if not self._closed:
             self._closed = True
             release_env(self.env)
+
+    def db(self, db: Database | None) -> Database:
+        """One of the version-2 databases, which a writer always has (writable opens create them)."""
+        if db is None:
+            raise StoreFormatError(f"{self.path}: a version-1 shard opened read-only has no pin or cache index")
+        return db
 
     # Everything below opens its own short read transaction.
 
@@ -153,7 +173,14 @@ class Shard:
                 "slots": txn.stat(self.slots)["entries"],
                 "pending": txn.stat(self.pending)["entries"],
                 "bytes": read_u64(raw) if raw else 0,
+                "pinned": entries(txn, self.pinrefs),
+                "cached": entries(txn, self.cache),
             }
+
+    def is_held(self, address: bytes) -> bool:
+        """Whether a pin or a cache entry keeps the chunk (besides any stamp)."""
+        with self.env.begin(buffers=True) as txn:
+            return txn_held(txn, self, address)
 
     def map_room(self) -> int:
         """Bytes of this environment's map not holding data: past the file's end, plus pages freed inside it.
@@ -167,7 +194,9 @@ class Shard:
         with self.env.begin() as txn:
             psize = txn.stat()["psize"]
             used = 2
-            for db in (None, self.info_db, self.chunks, self.tails, self.stamps, self.slots, self.pending):
+            dbs = (self.info_db, self.chunks, self.tails, self.stamps, self.slots, self.pending,
+                   self.pinrefs, self.pinsets, self.cache, self.lru)
+            for db in (None, *(d for d in dbs if d is not None)):
                 st = txn.stat(db) if db is not None else txn.stat()
                 used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
         end = (info["last_pgno"] + 1) * psize
@@ -305,8 +334,31 @@ def txn_stamp_entries(txn: lmdb.Transaction, shard: Shard, address: bytes) -> li
     return out
 
 
-def iter_prefix(txn: lmdb.Transaction, db: Database, prefix: bytes) -> Iterator[tuple[Any, Any]]:
-    """Items whose key starts with ``prefix``, in key order."""
+def _present(db: Database | None) -> Database:
+    assert db is not None, "open_databases returns every version-1 database"
+    return db
+
+
+def entries(txn: lmdb.Transaction, db: Database | None) -> int:
+    """LMDB's entry count of ``db`` (0 for a database a version-1 store lacks)."""
+    return 0 if db is None else int(txn.stat(db)["entries"])
+
+
+def txn_held(txn: lmdb.Transaction, shard: Shard, address: bytes) -> bool:
+    """A pin or a cache entry keeps ``address`` (one cursor seek, one get)."""
+    if shard.cache is not None and txn.get(address, db=shard.cache) is not None:
+        return True
+    if shard.pinrefs is None:
+        return False
+    for _ in iter_prefix(txn, shard.pinrefs, address):
+        return True
+    return False
+
+
+def iter_prefix(txn: lmdb.Transaction, db: Database | None, prefix: bytes) -> Iterator[tuple[Any, Any]]:
+    """Items whose key starts with ``prefix``, in key order (none in an absent database)."""
+    if db is None:
+        return
     cur = txn.cursor(db=db)
     if not cur.set_range(prefix):
         return

@@ -29,19 +29,22 @@ from chunkstore.swarm.stamp import Stamp
 
 from .admission import Admitted, StampLike, admit, admit_signed
 from .batchstore import Batch, BatchStore, ShouldStop, decode_batch
+from .cache import CacheIndex
 from .errors import PurgeInterrupted, StoreFormatError, StoreFull, StoreReadOnly, StoreWriteFailed, UnknownBatch
 from .files import MetaEnv, open_meta
 from .issuers import IssuerStore
 from .layout import DEFAULT_SHARDS, LOCK_FILE, neighbourhood_range, shard_of
 from .mapsize import env_map_sizes
+from .pins import PinStore
 from .policy import OpenPolicy, StorePolicy
 from .recovery import recover
 from .shard import Buffer, Entry, Shard
+from .tags import TagStore
 from .writefailures import Refusal, WriteHealth, size_text
 from .writelock import WriterLock
 from .writes import WriteSession
 
-__all__ = ["ChunkStore", "ChunkType", "PolicyFactory", "PutResult"]
+__all__ = ["ChunkStore", "ChunkType", "Holds", "PolicyFactory", "PutResult"]
 
 # Builds the policy of a store being opened (the reserve's: chunkstore.reserve.store).
 PolicyFactory = Callable[["ChunkStore"], StorePolicy]
@@ -57,11 +60,33 @@ MAP_HEADROOM_SHARE = 64
 MIN_MAP_HEADROOM = 256 << 10
 
 
+# How a put keeps a chunk (``PutResult.kept``).
+KEPT_RESERVE = "reserve"  # under its stamp, by the slot rule
+KEPT_CACHE = "cache"  # outside the policy's admission (the storage radius): in the cache, by its data
+KEPT_PIN = "pin"  # outside the policy's admission: by the pin collection of the put alone
+
+
 @dataclass(frozen=True)
 class PutResult:
     address: bytes
     chunk_type: ChunkType
-    stored: bool  # False: the exact chunk and stamp were already there (a no-op)
+    stored: bool  # False: the chunk (and, in the reserve, its stamp) were already there (a no-op)
+    kept: str = KEPT_RESERVE
+    fresh: bool = True  # the chunk's data was new (False: it was stored already, if under another stamp)
+
+
+@dataclass(frozen=True)
+class Holds:
+    """What keeps the chunks of an upload besides the reserve (the ``holds`` of ``put``/``put_many``).
+
+    ``pin``: every chunk also joins this pin collection (an id from ``store.pins.begin()``), in the
+    same transaction that stores it. ``cache``: a chunk the policy refuses (the reserve: outside the
+    storage radius) is not refused but kept in the cache, without its stamp, unless the pin keeps it.
+    Without either, a refused chunk is refused as ever.
+    """
+
+    pin: bytes | None = None
+    cache: bool = False
 
 
 class ChunkStore:
@@ -120,6 +145,11 @@ class ChunkStore:
                     Shard(self.path, i, readonly=readonly, map_size=self.map_size) for i in range(self.shard_count)
                 ]
                 self._check_shards()
+                self.pins = PinStore(
+                    self._meta, self._shards, readonly=readonly, writing=self.writing, session=self.session
+                )
+                self.tags = TagStore(self._meta, readonly=readonly, writing=self.writing)
+                self.cache = CacheIndex(self._shards, writing=self.writing, session=self.session)
                 self.batches = BatchStore(
                     self._meta.env,
                     self._meta.batches,
@@ -136,7 +166,7 @@ class ChunkStore:
                 # counters to its overlay) holds for recovery's writes too.
                 if policy is not None:
                     self._policy = policy(self)
-                self.recovered = {} if readonly else recover(self._shards, self.batches)
+                self.recovered = {} if readonly else recover(self._shards, self.batches, self.pins)
         except BaseException:
             self.close()
             raise
@@ -156,6 +186,11 @@ class ChunkStore:
         self._closed = True
         try:
             self._policy.close()  # a background eviction must end before the environments do
+            if self._lock is not None and self._meta is not None and hasattr(self, "tags"):
+                try:
+                    self.tags.flush()
+                except StoreWriteFailed:
+                    pass  # counters only; a full disk loses the last second of them
             if self._settled and self._lock is not None and self._shards:
                 try:
                     self._flush_settled()
@@ -233,8 +268,13 @@ class ChunkStore:
     # Reads.
 
     def get(self, address: bytes) -> bytes:
-        """The chunk's data (a SOC as ``id | signature | span | payload``); ``ChunkNotFound`` if absent."""
-        return self._shard_for(address).get(address)
+        """The chunk's data (a SOC as ``id | signature | span | payload``); ``ChunkNotFound`` if absent.
+
+        Counts as a use of a cached chunk (the cache evicts the least recently used first).
+        """
+        data = self._shard_for(address).get(address)
+        self.cache.record_read(address)
+        return data
 
     def get_into(self, address: bytes, buf: Buffer) -> int:
         """Copy the chunk into ``buf``, return its length; on ``BufferTooSmall`` nothing is written."""
@@ -284,18 +324,21 @@ class ChunkStore:
 
     # Writes.
 
-    def put(self, data: bytes, stamp: StampLike, *, address: bytes | None = None) -> PutResult:
+    def put(
+        self, data: bytes, stamp: StampLike, *, address: bytes | None = None, holds: Holds | None = None
+    ) -> PutResult:
         """Validate and store one stamped chunk; durable when it returns.
 
         With ``address`` None the data is read as a CAC when the stamp is valid
         for that reading, else as a SOC; with an address, the data must be the
         CAC or SOC at it. Raises ``InvalidChunk``, ``InvalidStamp`` (and its
         ``UnknownBatch``), or ``StampConflict``; on any error nothing changes.
+        ``holds``: what else keeps the chunk (a pin, the cache; see ``Holds``).
         """
         self.check_writable()
-        return self._store([admit(data, stamp, self._lookup, address)])[0]
+        return self._store([admit(data, stamp, self._lookup, address)], holds)[0]
 
-    def put_many(self, items: Iterable[tuple[bytes, StampLike]]) -> list[PutResult]:
+    def put_many(self, items: Iterable[tuple[bytes, StampLike]], *, holds: Holds | None = None) -> list[PutResult]:
         """Store several chunks, as ``put`` one after the other would, durable when it returns.
 
         All or nothing on errors: the first bad item (its index is in the
@@ -310,9 +353,9 @@ class ChunkStore:
             except Exception as exc:
                 exc.add_note(f"put_many item {i}")
                 raise
-        return self._store(admitted)
+        return self._store(admitted, holds)
 
-    def put_signed(self, items: Iterable[tuple[bytes, bytes, Stamp]]) -> list[PutResult]:
+    def put_signed(self, items: Iterable[tuple[bytes, bytes, Stamp]], *, holds: Holds | None = None) -> list[PutResult]:
         """``put_many`` of ``(address, data, stamp)`` whose stamps the caller signed with the batch owner's key.
 
         For the node stamping its own batches: addresses, batches and slots are
@@ -321,10 +364,11 @@ class ChunkStore:
         when it returns, one commit per shard touched.
         """
         self.check_writable()
-        return self._store(admit_signed(list(items), self._lookup))
+        return self._store(admit_signed(list(items), self._lookup), holds)
 
     def delete(self, address: bytes) -> bool:
-        """Remove a chunk with all its stamps (freeing their slots); False if it was absent."""
+        """Remove a chunk with all its stamps (freeing their slots) and its cache entry; False if it was
+        absent. A pinned chunk keeps its data until unpinned."""
         self.check_writable()
         self._shard_for(address)
         with self.writing():
@@ -337,9 +381,12 @@ class ChunkStore:
                 raise
         return found
 
-    def _store(self, admitted: list[Admitted]) -> list[PutResult]:
+    def _store(self, admitted: list[Admitted], holds: Holds | None = None) -> list[PutResult]:
+        holds = holds or Holds()
         with self.writing():
             admitted = [self._recheck(item) for item in admitted]
+            if holds.pin is not None:
+                self.pins.expect_building(holds.pin)
             admissible = self._policy.admission_check()
             needs: dict[int, int] = {}
             for item in admitted:  # generous: a page per head, the tail, index entries, half-full leaves
@@ -351,9 +398,21 @@ class ChunkStore:
             try:
                 for i, item in enumerate(admitted):
                     try:
+                        kept = KEPT_RESERVE
                         if admissible is not None:
-                            admissible(item.address)
-                        results.append(PutResult(item.address, item.chunk_type, session.apply(item)))
+                            try:
+                                admissible(item.address)
+                            except Exception:
+                                if holds.pin is None and not holds.cache:
+                                    raise
+                                kept = KEPT_PIN if holds.pin is not None else KEPT_CACHE
+                        stored, fresh = session.put_item(
+                            item,
+                            reserve=kept == KEPT_RESERVE,
+                            pin=holds.pin,
+                            cache=self.cache.clock() if kept == KEPT_CACHE else None,
+                        )
+                        results.append(PutResult(item.address, item.chunk_type, stored, kept, fresh))
                     except Exception as exc:
                         if len(admitted) > 1:
                             exc.add_note(f"put_many item {i}")

@@ -4,14 +4,23 @@ Walks every chunk and recomputes its address (CAC or SOC), checks every stamp
 (batch known, owner by signature recovery, bucket, position bound), checks the
 index both ways (stamp entry <-> chunk, stamp entry <-> slot), that each chunk
 sits in its shard, that no slot is held in two shards, the byte counters and
-the per-bin entry counters of the reserve (chunkstore/store/bins.py).
+the per-bin entry counters of the reserve (chunkstore/store/bins.py). It
+knows what else keeps a chunk: the pin rows (both mirror images, each of a
+pin that exists, each pinned chunk present, each pin's chunk count) and the
+cache rows (both orders, each cached chunk present); a chunk is an orphan
+only when no stamp, pin or cache entry keeps it. A collection being built or
+taken apart when the store was last closed is ``pending`` (the next writable
+open settles it), not corruption.
 
 Without ``repair`` the store is opened read-only and nothing is written. With
 ``repair`` it is opened writable (which first finishes any interrupted
 operation, see chunkstore/store/recovery.py) and, holding the writer lock, every
 problem found is fixed by removing what cannot be trusted: dangling index
 entries, invalid stamps, chunks whose data does not match their address or
-that sit in the wrong shard, chunks left without a stamp.
+that sit in the wrong shard, chunks nothing keeps, pin and cache rows of no
+pin or no chunk. A pinned chunk that is missing (or whose bad data a repair
+removed) cannot be brought back: it stays reported (``pin-missing``), as
+``GET /pins/check`` reports it, until the content is uploaded again or unpinned.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from .layout import (
     HEAD_SIZE,
     INFO_BYTES,
     INFO_OVERLAY,
+    PIN_ID_SIZE,
+    PINREF_KEY_SIZE,
     SLOT_KEY_SIZE,
     STAMP_KEY_SIZE,
     STAMP_VALUE_SIZE,
@@ -40,7 +51,8 @@ from .layout import (
     slot_value,
     u64,
 )
-from .shard import Shard, iter_prefix, txn_load
+from .pins import decode_pin_record
+from .shard import Shard, iter_prefix, txn_held, txn_load
 from .store import ChunkStore, PolicyFactory
 from .writes import WriteSession
 
@@ -67,7 +79,10 @@ class VerifyReport:
     slots: int = 0
     bytes: int = 0
     batches: int = 0
-    pending: int = 0  # slot contests awaiting the next writable open (not corruption)
+    pins: int = 0
+    pinned: int = 0  # pin rows (a chunk in two pins counts twice)
+    cached: int = 0
+    pending: int = 0  # slot contests and pin collections awaiting the next writable open (not corruption)
     problems: list[Problem] = field(default_factory=list)
     repaired: int = 0
 
@@ -79,7 +94,8 @@ class VerifyReport:
         state = "clean" if self.ok else f"{len(self.problems)} problem(s)"
         line = (
             f"{self.path}: {state}; {self.chunks} chunks, {self.stamps} stamps, {self.slots} slots, "
-            f"{self.bytes} bytes, {self.batches} batches, {self.pending} pending"
+            f"{self.bytes} bytes, {self.batches} batches, {self.pins} pins ({self.pinned} pinned chunks), "
+            f"{self.cached} cached, {self.pending} pending"
         )
         return line + (f"; repaired {self.repaired}" if self.repaired else "")
 
@@ -101,8 +117,11 @@ def verify_store(
         with lock:
             report = VerifyReport(path)
             batches = _load_batches(store, report)
+            pins = _load_pins(store, report)
+            rows: dict[bytes, int] = {}
             for s in range(store.shard_count):
-                _ShardCheck(store, s, batches, report, progress).run()
+                _ShardCheck(store, s, batches, pins, rows, report, progress).run()
+            _check_pin_counts(store, pins, rows, report)
             if repair and report.problems:
                 _repair(store, report)
     return report
@@ -124,6 +143,67 @@ def _load_batches(store: ChunkStore, report: VerifyReport) -> dict[bytes, Batch 
     return out
 
 
+@dataclass
+class _PinInfo:
+    reference: bytes
+    chunks: int | None  # the record's count; None for a collection in flux
+    raw: bytes = b""
+
+
+def _load_pins(store: ChunkStore, report: VerifyReport) -> dict[bytes, _PinInfo]:
+    """Every pin collection by pin id: the pins, and those being built or taken apart (pending)."""
+    out: dict[bytes, _PinInfo] = {}
+    meta = store.meta
+    with meta.env.begin() as txn:
+        if meta.pins is not None:
+            for key, raw in txn.cursor(db=meta.pins).iternext():
+                pin = decode_pin_record(bytes(key), bytes(raw))
+                if pin is None:
+                    report.problems.append(
+                        Problem("bad-pin-record", None, f"pin record of {bytes(key).hex()} is malformed",
+                                _delete_meta(store, "pins", bytes(key))))
+                    continue
+                if pin.pin_id in out:
+                    report.problems.append(
+                        Problem("duplicate-pin-id", None,
+                                f"pins {out[pin.pin_id].reference.hex()} and {pin.reference.hex()} share one collection",
+                                None))
+                out[pin.pin_id] = _PinInfo(pin.reference, pin.chunks, bytes(raw))
+                report.pins += 1
+        if meta.pinning is not None:
+            for key, raw in txn.cursor(db=meta.pinning).iternext():
+                out[bytes(key)] = _PinInfo(bytes(raw[9:]), None)
+                report.pending += 1
+    return out
+
+
+def _check_pin_counts(store: ChunkStore, pins: dict[bytes, _PinInfo], rows: dict[bytes, int], report: VerifyReport) -> None:
+    for pin_id, info in pins.items():
+        counted = rows.get(pin_id, 0)
+        if info.chunks is not None and info.chunks != counted:
+            report.problems.append(
+                Problem("pin-count", None,
+                        f"pin {info.reference.hex()} says it holds {info.chunks} chunks; {counted} are in it",
+                        _set_pin_count(store, info, counted)))
+
+
+def _delete_meta(store: ChunkStore, name: str, key: bytes) -> Fix:
+    def fix(_: WriteSession) -> None:
+        db = getattr(store.meta, name)
+        with store.meta.env.begin(write=True) as txn:
+            txn.delete(key, db=db)
+
+    return fix
+
+
+def _set_pin_count(store: ChunkStore, info: _PinInfo, counted: int) -> Fix:
+    def fix(_: WriteSession) -> None:
+        with store.meta.env.begin(write=True) as txn:
+            txn.put(info.reference, info.raw[:PIN_ID_SIZE] + u64(counted) + info.raw[16:], db=store.meta.pins)
+
+    return fix
+
+
 def _delete_batch(store: ChunkStore, key: bytes) -> Fix:
     def fix(_: WriteSession) -> None:
         with store.meta.env.begin(write=True) as txn:
@@ -140,6 +220,8 @@ class _ShardCheck:
         store: ChunkStore,
         s: int,
         batches: dict[bytes, Batch | None],
+        pins: dict[bytes, _PinInfo],
+        pin_rows: dict[bytes, int],
         report: VerifyReport,
         progress: Callable[[int], object] | None = None,
     ) -> None:
@@ -147,6 +229,8 @@ class _ShardCheck:
         self.s = s
         self.shard: Shard = store.shard(s)
         self.batches = batches
+        self.pins = pins
+        self.pin_rows = pin_rows  # rows per pin id, summed over the shards
         self.report = report
         self.progress = progress
 
@@ -161,6 +245,8 @@ class _ShardCheck:
             self._bins()
             self._slots()
             self._tails()
+            self._pin_rows()
+            self._cache_rows()
             raw = txn.get(INFO_BYTES, db=self.shard.info_db)
             counted = read_u64(raw) if raw else 0
             if counted != total:
@@ -187,8 +273,8 @@ class _ShardCheck:
                              _drop_chunk(s, addr))
                 continue
             entries = list(iter_prefix(txn, shard.stamps, addr))
-            if not entries:
-                self.problem("orphan-chunk", f"chunk {a} has no stamp", _drop_chunk(s, addr))
+            if not entries and not txn_held(txn, shard, addr):
+                self.problem("orphan-chunk", f"chunk {a} has no stamp, pin or cache entry", _drop_chunk(s, addr))
             for key, value in entries:
                 self._entry(addr, kind, key, value)
         return total
@@ -279,6 +365,53 @@ class _ShardCheck:
                 self.problem("orphan-tail", f"tail of chunk {addr.hex()} without its head", _drop_tail(s, addr))
 
 
+    def _pin_rows(self) -> None:
+        s, shard, txn = self.s, self.shard, self.txn
+        if shard.pinrefs is None or shard.pinsets is None:
+            return  # a version-1 shard opened read-only: no pins
+        for key, _ in txn.cursor(db=shard.pinrefs).iternext():
+            self.report.pinned += 1
+            addr, pin_id = bytes(key[:ADDRESS_SIZE]), bytes(key[ADDRESS_SIZE:])
+            what = f"pin row of chunk {addr.hex()} (pin id {pin_id.hex()})"
+            if len(key) != PINREF_KEY_SIZE:
+                self.problem("bad-pin-row", f"{what}: malformed key", _drop_pin_rows(s, pin_id, addr))
+                continue
+            if txn.get(pin_id + addr, db=shard.pinsets) is None:
+                self.problem("pin-mirror", f"{what}: missing from the collection's list", _drop_pin_rows(s, pin_id, addr))
+                continue
+            info = self.pins.get(pin_id)
+            if info is None:
+                self.problem("stray-pin-row", f"{what}: no such pin", _drop_pin_rows(s, pin_id, addr))
+                continue
+            self.pin_rows[pin_id] = self.pin_rows.get(pin_id, 0) + 1
+            if info.chunks is not None and txn.get(addr, db=shard.chunks) is None:
+                self.problem("pin-missing", f"chunk {addr.hex()} of pin {info.reference.hex()} is missing", None)
+        for key, _ in txn.cursor(db=shard.pinsets).iternext():
+            pin_id, addr = bytes(key[:PIN_ID_SIZE]), bytes(key[PIN_ID_SIZE:])
+            if txn.get(addr + pin_id, db=shard.pinrefs) is None:
+                self.problem("pin-mirror", f"collection row {key.hex()} has no pin row of its chunk",
+                             _drop_pin_rows(s, pin_id, addr))
+
+    def _cache_rows(self) -> None:
+        s, shard, txn = self.s, self.shard, self.txn
+        if shard.cache is None or shard.lru is None:
+            return
+        for addr, when in txn.cursor(db=shard.cache).iternext():
+            self.report.cached += 1
+            addr, when = bytes(addr), bytes(when)
+            if len(when) != 8 or txn.get(when + addr, db=shard.lru) is None:
+                self.problem("cache-order", f"cache entry of chunk {addr.hex()} is not in the access order",
+                             _drop_cache_rows(s, addr, when))
+            elif txn.get(addr, db=shard.chunks) is None:
+                self.problem("dangling-cache", f"cache entry of chunk {addr.hex()} has no chunk",
+                             _drop_cache_rows(s, addr, when))
+        for key, _ in txn.cursor(db=shard.lru).iternext():
+            when, addr = bytes(key[:8]), bytes(key[8:])
+            if txn.get(addr, db=shard.cache) != when:
+                self.problem("cache-order", f"access-order row {key.hex()} has no matching cache entry",
+                             _drop_cache_rows(s, addr, when))
+
+
 def _home(addr: bytes, store: ChunkStore) -> str:
     return str(shard_of(addr, store.shard_count)) if len(addr) == ADDRESS_SIZE else "none (bad key)"
 
@@ -292,7 +425,35 @@ def _drop_chunk(s: int, addr: bytes) -> Fix:
         keys = [bytes(k[ADDRESS_SIZE:]) for k, _ in iter_prefix(txn, session.shards[s].stamps, addr)]
         for key in keys:
             session.drop_entry(s, addr, key)
+        shard = session.shards[s]
+        when = txn.get(addr, db=shard.cache) if shard.cache is not None else None
+        if when is not None:  # its pin rows stay: the pin reports the chunk missing
+            txn.delete(bytes(when) + addr, db=shard.lru)
+            txn.delete(addr, db=shard.cache)
         session.drop_chunk(s, addr)
+
+    return fix
+
+
+def _drop_pin_rows(s: int, pin_id: bytes, addr: bytes) -> Fix:
+    def fix(session: WriteSession) -> None:
+        shard = session.shards[s]
+        txn = session.write(s)
+        txn.delete(addr + pin_id, db=shard.pinrefs)
+        txn.delete(pin_id + addr, db=shard.pinsets)
+        session.drop_if_orphan(s, addr)
+
+    return fix
+
+
+def _drop_cache_rows(s: int, addr: bytes, when: bytes) -> Fix:
+    def fix(session: WriteSession) -> None:
+        shard = session.shards[s]
+        txn = session.write(s)
+        if txn.get(addr, db=shard.cache) == when:
+            txn.delete(addr, db=shard.cache)
+        txn.delete(when + addr, db=shard.lru)
+        session.drop_if_orphan(s, addr)
 
     return fix
 

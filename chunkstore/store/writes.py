@@ -20,6 +20,13 @@ Every stamp entry added or dropped goes through ``put_entry`` / ``drop_entry``,
 which keep the shard's per-bin counters (chunkstore/store/bins.py) in the same
 transaction; a writer that changes ``stamps`` any other way leaves them to the
 next open's recount.
+
+What keeps a chunk: its stamp entries (the reserve), the pin collections
+holding it (``pinrefs``/``pinsets``, kept as mirror images in the chunk's
+shard) and a cache entry (``cache``/``lru``). ``drop_if_orphan`` deletes a
+chunk only when none of the three is left, so evictions, expiry and batch
+removal drop a pinned chunk's stamps but never its data, and unpinning or a
+cache eviction deletes the data only of a chunk nothing else keeps.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from .layout import (
     stamp_value,
     u64,
 )
-from .shard import Shard, iter_prefix, txn_load
+from .shard import Shard, iter_prefix, txn_held, txn_load
 from .writefailures import WriteHealth
 
 Holder = tuple[int, int, bytes]  # (stamp timestamp, shard, chunk address)
@@ -208,6 +215,31 @@ class WriteSession:
 
     def apply(self, item: Admitted) -> bool:
         """Store one admitted chunk under its stamp; False for an exact repeat."""
+        return self.put_item(item)[0]
+
+    def put_item(
+        self, item: Admitted, *, reserve: bool = True, pin: bytes | None = None, cache: int | None = None
+    ) -> tuple[bool, bool]:
+        """Store one admitted chunk; returns ``(stored, fresh)``: whether anything of its data or stamp
+        was new (False: an exact repeat), and whether its data was (False: the chunk was here already).
+
+        ``reserve``: under its stamp, by the slot rule (else the data alone, which a pin or the cache
+        must then keep); ``pin``: also into that pin collection; ``cache``: also into the cache, with
+        that access time.
+        """
+        assert reserve or pin is not None or cache is not None, "a chunk without stamp, pin or cache is an orphan"
+        home = shard_of(item.address, len(self.shards))
+        if reserve:
+            stored, fresh = self._apply_stamp(item)
+        else:
+            stored = fresh = self._put_data(home, item)
+        if pin is not None:
+            self.pin_chunk(home, pin, item.address)
+        if cache is not None:
+            self.cache_put(home, item.address, cache)
+        return stored, fresh
+
+    def _apply_stamp(self, item: Admitted) -> tuple[bool, bool]:
         st = item.stamp
         key = st.batch_id + st.index
         ts = st.timestamp_ns
@@ -226,7 +258,7 @@ class WriteSession:
                         st.batch_id, bucket, position, top_addr, top_ts, ts,
                         why="new SOC data under a stamp that is not newer (a SOC update needs a newer stamp)",
                     )
-                return False
+                return False, False
             for _, s, addr in holders:
                 if s == home:
                     self.drop_entry(s, addr, key)
@@ -234,7 +266,7 @@ class WriteSession:
                 else:
                     self.contested.setdefault(key, set()).add(home)
         txn = self.write(home)
-        self._put_data(home, item)
+        fresh = self._put_data(home, item)
         self.put_entry(home, stamp_key(item.address, st.batch_id, st.index),
                        stamp_value(item.chunk_type, st.timestamp, st.signature))
         txn.put(key, slot_value(item.address, st.timestamp), db=self.shards[home].slots)
@@ -242,7 +274,7 @@ class WriteSession:
             txn.put(key, b"", db=self.shards[home].pending)
         for addr in evicted:
             self.drop_if_orphan(home, addr)
-        return True
+        return True, fresh
 
     def resolve(self, key: bytes) -> None:
         """Leave a slot to its newest holder, evicting the others."""
@@ -261,10 +293,11 @@ class WriteSession:
     def _data(self, s: int, address: bytes) -> bytes | None:
         return txn_load(self.read(s), self.shards[s], address)
 
-    def _put_data(self, s: int, item: Admitted) -> None:
+    def _put_data(self, s: int, item: Admitted) -> bool:
+        """Write the chunk's data unless the same is there; True if it was new."""
         old = self._data(s, item.address)
         if old is not None and (item.chunk_type != ChunkType.SOC or old == item.data):
-            return  # a CAC's data is fixed by its address; only a SOC's may change
+            return False  # a CAC's data is fixed by its address; only a SOC's may change
         txn = self.write(s)
         shard = self.shards[s]
         data = item.data
@@ -274,6 +307,7 @@ class WriteSession:
         else:
             txn.delete(item.address, db=shard.tails)
         self.byte_delta[s] = self.byte_delta.get(s, 0) + len(data) - (0 if old is None else len(old))
+        return old is None
 
     def put_entry(self, s: int, entry_key: bytes, value: bytes, *, replace: bool = True) -> bool:
         """Write a stamp entry (``address | batch | index``), counting it if new; True if written.
@@ -308,12 +342,75 @@ class WriteSession:
         return found
 
     def drop_if_orphan(self, s: int, address: bytes) -> bool:
-        """Delete a chunk that has no stamp left; True if it was deleted."""
+        """Delete a chunk that no stamp, pin or cache entry keeps; True if it was deleted."""
         txn = self.write(s)
         shard = self.shards[s]
         for _ in iter_prefix(txn, shard.stamps, address):
             return False
+        if txn_held(txn, shard, address):
+            return False
         return self.drop_chunk(s, address)
+
+    # Pins and the cache (layout.py: pinrefs/pinsets, cache/lru).
+
+    def pin_chunk(self, s: int, pin: bytes, address: bytes) -> bool:
+        """Add a chunk to pin collection ``pin`` (both mirror rows); True if it was not in it yet."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        added = bool(txn.put(address + pin, b"", db=shard.db(shard.pinrefs), overwrite=False))
+        if added:
+            txn.put(pin + address, b"", db=shard.db(shard.pinsets))
+        return added
+
+    def unpin_chunk(self, s: int, pin: bytes, address: bytes) -> bool:
+        """Take a chunk out of pin collection ``pin``, deleting it if nothing else keeps it."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        found = bool(txn.delete(address + pin, db=shard.db(shard.pinrefs)))
+        found = bool(txn.delete(pin + address, db=shard.db(shard.pinsets))) or found
+        if found:
+            self.drop_if_orphan(s, address)
+        return found
+
+    def cache_put(self, s: int, address: bytes, when: int) -> None:
+        """Enter a chunk in the cache, or move it to access time ``when`` if it is there already."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        cache, lru = shard.db(shard.cache), shard.db(shard.lru)
+        old = txn.get(address, db=cache)
+        if old is not None:
+            if bytes(old) == u64(when):
+                return
+            txn.delete(bytes(old) + address, db=lru)
+        txn.put(address, u64(when), db=cache)
+        txn.put(u64(when) + address, b"", db=lru)
+
+    def cache_touch(self, s: int, address: bytes, when: int) -> bool:
+        """Move a cached chunk to access time ``when`` (if later than its own); False if it is not cached."""
+        txn = self.write(s)
+        shard = self.shards[s]
+        old = txn.get(address, db=shard.db(shard.cache))
+        if old is None:
+            return False
+        if read_u64(old) < when:
+            self.cache_put(s, address, when)
+        return True
+
+    def cache_drop(self, s: int, address: bytes, when: int | None = None) -> bool:
+        """Take a chunk out of the cache, deleting it if nothing else keeps it; False if it was not cached.
+
+        With ``when``, only if its access time is still that (a read since makes it recent again).
+        """
+        txn = self.write(s)
+        shard = self.shards[s]
+        cache, lru = shard.db(shard.cache), shard.db(shard.lru)
+        old = txn.get(address, db=cache)
+        if old is None or (when is not None and read_u64(old) != when):
+            return False
+        txn.delete(bytes(old) + address, db=lru)
+        txn.delete(address, db=cache)
+        self.drop_if_orphan(s, address)
+        return True
 
     def drop_chunk(self, s: int, address: bytes) -> bool:
         txn = self.write(s)
@@ -329,13 +426,18 @@ class WriteSession:
         return True
 
     def delete_chunk(self, address: bytes) -> bool:
-        """Remove a chunk with all its stamp entries and the slots they hold."""
+        """Remove a chunk's stamp entries (with the slots they hold) and its cache entry, and its data
+        unless a pin keeps it; False if there was no such chunk."""
         s = shard_of(address, len(self.shards))
         txn = self.write(s)
-        keys = [bytes(k[ADDRESS_SIZE:]) for k, _ in iter_prefix(txn, self.shards[s].stamps, address)]
+        shard = self.shards[s]
+        present = txn.get(address, db=shard.chunks) is not None
+        keys = [bytes(k[ADDRESS_SIZE:]) for k, _ in iter_prefix(txn, shard.stamps, address)]
         for key in keys:
             self.drop_entry(s, address, key)
-        return self.drop_chunk(s, address)
+        self.cache_drop(s, address)
+        self.drop_if_orphan(s, address)
+        return present
 
     def purge_batch_part(self, s: int, batch_id: bytes, limit: int) -> int:
         """Remove up to ``limit`` slots of a batch from shard ``s``; returns how many."""

@@ -67,6 +67,7 @@ PROXIMITY_BINS = MAX_PO + 1  # bins 0..31
 
 RESERVE_CAPACITY = 1 << 22  # chunks a node's reserve holds before doubling (storer.DefaultReserveCapacity)
 MAX_CAPACITY_DOUBLING = 1  # the reference node allows at most one doubling (node.maxAllowedDoubling)
+CACHE_CAPACITY = 1_000_000  # chunks the node's cache keeps (the reference's --cache-capacity default)
 RESERVE_MIN_EVICT_COUNT = 1000  # entries evicted at least per batch visited (node reserveMinEvictCount)
 SAMPLE_SIZE = 16  # items of a reserve sample (storer sampleSize)
 MAX_ANCHOR_SIZE = 32  # the redistribution contract's seeds (anchors) are 32 bytes

@@ -174,7 +174,7 @@ def test_group_commit_answers_each_upload_by_what_was_committed(tmp_path, monkey
             while True:
                 a, d = random_cac(100)
                 if shard_of(a, 4) == s:
-                    items.append((d, stamper.stamp(a).to_bytes(), None))
+                    items.append((d, stamper.stamp(a).to_bytes(), None, None))
                     break
         queue = PutQueue(store, executor=None)
         failing = FailingCommits(monkeypatch, errno.ENOSPC, fail=lambda n: n == 1)

@@ -227,9 +227,14 @@ async def test_upload_header_refusals(ctx):
 
 
 async def test_tag_pin_and_deferred_are_accepted(ctx):
+    r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(**{"Swarm-Tag": "42"}))
+    await expect_error(r, 404, "tag not found")  # no such tag: as the reference answers
+    uid = (await (await ctx.client.post("/tags")).json())["uid"]
     r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(
-        **{"Swarm-Tag": "42", "Swarm-Pin": "true", "Swarm-Deferred-Upload": "false"}))
-    assert r.status == 201 and r.headers["Swarm-Tag"] == "42"
+        **{"Swarm-Tag": str(uid), "Swarm-Pin": "true", "Swarm-Deferred-Upload": "false"}))
+    assert r.status == 201 and r.headers["Swarm-Tag"] == str(uid)
+    reference = (await r.json())["reference"]
+    assert (await ctx.client.get(f"/pins/{reference}")).status == 200
 
 
 async def test_someone_elses_batch_cannot_be_stamped(ctx):

@@ -66,8 +66,8 @@ def test_a_failed_upload_leaves_no_reachable_reference(tmp_path, monkeypatch):
     others: list[bool] = []  # per write: does it hold a chunk outside the root group?
     real_dry = dry.store.put_signed
 
-    def record(items):
-        results = real_dry(items)
+    def record(items, **options):
+        results = real_dry(items, **options)
         others.append(any(r.address not in held for r in results))
         return results
 
@@ -81,15 +81,15 @@ def test_a_failed_upload_leaves_no_reachable_reference(tmp_path, monkeypatch):
     real = node.store.put_signed
     seen = []
 
-    def failing(items):
+    def failing(items, **options):
         # The last write holding chunks outside the root group commits all but one of those, then fails
         # (a disk filling up part-way through the shards): whatever else it held is stored.
         seen.append(len(items))
         if len(seen) - 1 == last_other:
             skip = next(i for i, (a, _, _) in enumerate(items) if a not in held)
-            real(items[:skip] + items[skip + 1 :])
+            real(items[:skip] + items[skip + 1 :], **options)
             raise StoreFull("disk_full", "no space left (injected)")
-        return real(items)
+        return real(items, **options)
 
     monkeypatch.setattr(node.store, "put_signed", failing)
     rec = Recorder()

@@ -313,6 +313,35 @@ class Joiner:
                     )
                 yield from self._read(child, offsets[i], max(start, offsets[i]), min(end, offsets[i] + sizes[i]))
 
+    def chunk_addresses(self) -> Iterator[bytes]:
+        """The address of every chunk of the tree: root first, then depth first, each intermediate
+        chunk's data children followed by its parity chunks (what pinning the file must keep).
+
+        Only intermediate chunks are fetched (a missing one is rebuilt from its parities, as for a
+        read); leaves and parities are named, not read. Addresses are 32 bytes, also in an encrypted
+        tree. Bee's joiner ``IterateChunkAddresses`` reports the same set.
+        """
+        yield self.reference[:HASH_SIZE]
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            if node.is_leaf:
+                continue
+            refs, parity, sizes = self._children(node)
+            yield from (ref[:HASH_SIZE] for ref in refs)
+            yield from (bytes(p) for p in parity)
+            inner = [i for i, size in enumerate(sizes) if size > CHUNK_SIZE]
+            if not inner:
+                continue
+            raws = self._fetch_children(refs, parity, inner)
+            children = self._decode_many([raws[i] for i in inner], [refs[i] for i in inner])
+            for i, child in zip(inner, children, strict=True):
+                if child.span != sizes[i]:
+                    raise MalformedTree(
+                        f"child {i} of a {node.span}-byte subtree spans {child.span} bytes; its place holds {sizes[i]}"
+                    )
+            stack.extend(reversed(children))  # depth first, in order
+
     def read_all(self) -> bytes:
         """The whole file (for small files and tests; use :meth:`read` to stream)."""
         return b"".join(self.read())
