@@ -8,6 +8,7 @@ at the root).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,16 +30,21 @@ from . import (
     routes_bzz,
     routes_chainstate,
     routes_chunks,
+    routes_chunkstream,
     routes_daemon,
+    routes_debug,
+    routes_feeds,
     routes_node,
     routes_pins,
     routes_rchash,
     routes_stamps,
     routes_status,
+    routes_stewardship,
     routes_tags,
     routes_ui,
 )
 from .config import Config
+from .feedread import feed_target
 from .metrics import Metrics
 from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
 from .putqueue import PutQueue
@@ -127,6 +133,7 @@ def make_app(
         signer=signer,
         stamper=NodeStamper(store, signer),
         mime=mime,
+        feed_resolver=functools.partial(feed_target, store),
         version=chunkstore.__version__,
         ready=ready,
     )
@@ -142,22 +149,29 @@ def make_app(
     app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware], client_max_size=config.max_body)
     app[STATE] = state
     routes_status.add_routes(app)
+    routes_chunkstream.add_routes(app)  # before /chunks/{address}, which would take "stream" for an address
     routes_chunks.add_routes(app)
+    routes_feeds.add_routes(app)
     routes_batches.add_routes(app)
     routes_rchash.add_routes(app)
     routes_chainstate.add_routes(app)
     routes_daemon.add_routes(app)
+    routes_debug.add_routes(app)
     routes_node.add_routes(app)
     routes_stamps.add_routes(app)
     routes_bytes.add_routes(app)
     routes_bzz.add_routes(app)
     routes_tags.add_routes(app)
     routes_pins.add_routes(app)
+    routes_stewardship.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:
         if worker is not None:
             worker.start()
+
+    async def on_shutdown(app: web.Application) -> None:
+        await routes_chunkstream.close_streams(state)
 
     async def on_cleanup(app: web.Application) -> None:
         coordinator = state.sampler
@@ -173,5 +187,6 @@ def make_app(
             log.info("store closed", extra={"fields": {"data_dir": str(config.data_dir)}})
 
     app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
     return app

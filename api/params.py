@@ -50,6 +50,17 @@ def parse_uint(where: str, field: str, value: str, bits: int = 64) -> int:
     return n
 
 
+def parse_int(where: str, field: str, value: str, bits: int = 64) -> int:
+    """A decimal signed integer of ``bits`` bits, an optional sign first (Go's ParseInt)."""
+    digits = value[1:] if value[:1] in ("+", "-") else value
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise ParamError(where, field, value, "invalid syntax")
+    n = int(value)
+    if not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+        raise ParamError(where, field, value, "value out of range")
+    return n
+
+
 def parse_go_bool(where: str, field: str, value: str) -> bool:
     if value in _GO_TRUE:
         return True

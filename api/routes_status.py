@@ -1,4 +1,4 @@
-"""Node state: ``/``, ``/health``, ``/readiness``, ``/status``, ``/reservestate``, ``/metrics``.
+"""Node state: ``/``, ``/health``, ``/readiness``, ``/status``, ``/status/neighborhoods``, ``/reservestate``, ``/metrics``.
 
 Shapes and JSON types are the reference node's (``pkg/api/status.go``,
 ``health.go``, ``readiness.go``, ``postage.go``), which the JavaScript client
@@ -25,6 +25,11 @@ network and follows no chain, so several fields have fixed, honest values:
   - ``committedDepth``: storage radius + capacity doubling;
   - ``isWarmingUp``: false.
 
+``/status/neighborhoods``: the ``2^doubling`` neighbourhoods the reserve
+answers for at the committed depth, each with its bit string, the reserve
+entries within it and its proximity to the overlay (see
+``chunkstore.reserve.neighborhoods``; counted from the per-bin counters).
+
 ``/reservestate``: ``radius`` is the batch store's radius, the reference's
 ``ceil(log2(commitment / capacity))`` (0 while the commitment fits);
 ``storageRadius`` the reserve's; ``commitment`` as ``batchCommitment``
@@ -47,6 +52,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from chunkstore.reserve import ReserveStore
+from chunkstore.reserve.neighborhoods import neighborhoods
 from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
@@ -152,6 +158,13 @@ async def reserve_state(request: web.Request) -> web.Response:
     )
 
 
+async def status_neighborhoods(request: web.Request) -> web.Response:
+    st = state_of(request)
+    status = await st.run(st.store.reserve.status)
+    found = neighborhoods(status.overlay, status.radius, status.doubling, status.bins)
+    return json_response({"neighborhoods": [n.as_json() for n in found]})
+
+
 async def metrics(request: web.Request) -> web.Response:
     st = state_of(request)
     body = await st.run(st.metrics.render)
@@ -167,4 +180,5 @@ def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) ->
     app.router.add_get("/readiness", readiness)
     for p in prefixes:
         app.router.add_get(p + "/status", status, allow_head=False)
+        app.router.add_get(p + "/status/neighborhoods", status_neighborhoods, allow_head=False)
         app.router.add_get(p + "/reservestate", reserve_state, allow_head=False)

@@ -44,6 +44,7 @@ from .config import Config
 from .demo import fill_demo, write_private
 from .logs import setup_logging
 from .nodekey import NodeKeyError, load_node_key
+from .routes_chunkstream import close_streams
 from .routes_daemon import log_hash_backend
 from .routes_stamps import DEV_CHAINSTATE
 from .state import STATE, AppState
@@ -207,6 +208,7 @@ async def drain(runner: web.AppRunner, state: AppState, timeout: float) -> None:
     for site in list(runner.sites):
         await site.stop()
     state.draining = True
+    await close_streams(state)  # a chunk stream would hold the drain for as long as its client likes
     if state.inflight:
         log.info("draining", extra={"fields": {"in_flight": state.inflight, "timeout_s": timeout}})
     if not await state.wait_idle(timeout):

@@ -42,6 +42,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from chunkstore.store.errors import StampConflict
 from chunkstore.store.store import ChunkStore, PutResult
 from chunkstore.swarm.constants import ADDRESS_SIZE, REPLICAS_OWNER
 from chunkstore.swarm.file.replicas import replica_ids
@@ -58,6 +59,7 @@ _T = TypeVar("_T")
 GROUP_SIZE = 512  # chunks per write: a commit per shard per group (2 MiB of leaves)
 TAIL = 32  # chunks always kept back: the root and up to 16 replicas come last
 IN_FLIGHT = 2  # groups handed to the writer thread and not yet durable
+RESTAMPS = 3  # a group stamped again after losing a slot race to another upload of the same chunk
 
 
 @dataclass
@@ -204,15 +206,31 @@ class UploadSession:
             self._writer.shutdown(wait=True)
             self._writer = None
 
+    def _stamp_and_put(self, items: list[tuple[bytes, bytes]], addresses: list[bytes]) -> list[PutResult]:
+        """Stamp the group and store it. A chunk this node's batch already holds is stamped again in its
+        slot; when another upload of the same chunk commits a newer stamp of that slot between our
+        stamping and our commit, the slot rule refuses ours (``StampConflict``, nothing of the group
+        stored). The chunk is there under our batch all the same: stamp the group again (now newer)
+        and store it."""
+        ours = set(addresses)
+        lost = 0
+        while True:
+            stamps = self.stamper.stamp(self.batch_id, addresses)
+            try:
+                return self.store.put_signed(
+                    [(a, d, s) for (a, d), s in zip(items, stamps, strict=True)], holds=self.tracker.holds
+                )
+            except StampConflict as exc:
+                lost += 1
+                if exc.batch_id != self.batch_id or exc.holder not in ours or lost > RESTAMPS:
+                    raise
+
     def _write(self, group: Iterable[tuple[bytes, bytes]]) -> None:
         items = list(group)
         if not items:
             return
         addresses = [a for a, _ in items]
-        stamps = self.stamper.stamp(self.batch_id, addresses)
-        results = self.store.put_signed(
-            [(a, d, s) for (a, d), s in zip(items, stamps, strict=True)], holds=self.tracker.holds
-        )
+        results = self._stamp_and_put(items, addresses)
         self.counts.put += len(results)
         self.counts.stored += sum(1 for r in results if r.stored)
         self.counts.groups += 1

@@ -412,6 +412,8 @@ class ChunkStore:
                             pin=holds.pin,
                             cache=self.cache.clock() if kept == KEPT_CACHE else None,
                         )
+                        if kept == KEPT_PIN:  # a put is a use: a cached chunk pinned again moves up the cache
+                            session.cache_touch(self.shard_of(item.address), item.address, self.cache.clock())
                         results.append(PutResult(item.address, item.chunk_type, stored, kept, fresh))
                     except Exception as exc:
                         if len(admitted) > 1:

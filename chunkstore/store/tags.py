@@ -96,27 +96,28 @@ class TagStore:
         if db is None or limit <= 0:
             return []
         out: builtins.list[Tag] = []
-        with self._meta.env.begin() as txn:
+        with self._lock, self._meta.env.begin() as txn:
             for i, (key, raw) in enumerate(txn.cursor(db=db).iternext()):
                 if i < offset:
                     continue
                 if len(out) >= limit:
                     break
-                out.append(self._with_pending(_decode(read_u64(key), bytes(raw))))
+                out.append(self._plus_pending(_decode(read_u64(key), bytes(raw))))
         return out
 
     def _read(self, uid: int) -> Tag | None:
         db = self._meta.tags
         if db is None or not 0 < uid <= MAX_UID:
             return None
-        with self._meta.env.begin() as txn:
+        with self._lock, self._meta.env.begin() as txn:
             raw = txn.get(u64(uid), db=db)
-        return None if raw is None else self._with_pending(_decode(uid, bytes(raw)))
+            return None if raw is None else self._plus_pending(_decode(uid, bytes(raw)))
 
-    def _with_pending(self, tag: Tag) -> Tag:
-        with self._lock:
-            delta = self._pending.get(tag.uid)
-            return tag if delta is None else tag.plus(delta)
+    def _plus_pending(self, tag: Tag) -> Tag:
+        """The record with the additions not written yet; the caller holds the lock, so that the record
+        and the additions are read on the same side of any flush."""
+        delta = self._pending.get(tag.uid)
+        return tag if delta is None else tag.plus(delta)
 
     # Changes.
 
@@ -165,23 +166,26 @@ class TagStore:
         return tag
 
     def flush(self) -> None:
-        """Write every pending addition in one meta commit."""
+        """Write every pending addition in one meta commit.
+
+        Under the lock from taking the additions to the commit: a read in between would see them
+        neither in memory nor written (counters going back). Reads and counts wait one commit,
+        at most every ``FLUSH_INTERVAL``.
+        """
         with self._lock:
             pending, self._pending = self._pending, {}
             self._last_flush = time.monotonic()
-        if not pending or self._readonly:
-            return
-        try:
-            with self._writing(), self._meta.env.begin(write=True) as txn:
-                for uid, delta in pending.items():
-                    raw = txn.get(u64(uid), db=self._db())
-                    if raw is not None:  # a tag deleted meanwhile takes no more counts
-                        txn.put(u64(uid), _encode(_decode(uid, bytes(raw)).plus(delta)), db=self._db())
-        except BaseException:
-            with self._lock:  # not written: keep them for the next flush
-                for uid, delta in pending.items():
-                    self._pending.setdefault(uid, Counts()).add(delta)
-            raise
+            if not pending or self._readonly:
+                return
+            try:
+                with self._writing(), self._meta.env.begin(write=True) as txn:
+                    for uid, delta in pending.items():
+                        raw = txn.get(u64(uid), db=self._db())
+                        if raw is not None:  # a tag deleted meanwhile takes no more counts
+                            txn.put(u64(uid), _encode(_decode(uid, bytes(raw)).plus(delta)), db=self._db())
+            except BaseException:
+                self._pending = pending  # not written: kept for the next flush (nothing was added meanwhile)
+                raise
 
     def _db(self) -> Database:
         db = self._meta.tags

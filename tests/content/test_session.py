@@ -162,3 +162,29 @@ def test_chunks_stored_earlier_keep_their_slots(node):
 def test_session_refuses_a_batch_up_front(node):
     with pytest.raises(Exception, match="unknown batch"):
         UploadSession(node.store, node.stamper, os.urandom(32))
+
+
+def test_the_same_content_uploaded_concurrently_is_stored_by_both(node):
+    """Two uploads of the same content: the second re-stamps the held slot, and if a third upload of it
+    commits a newer stamp of that slot in between, the second's older stamp is refused by the slot
+    rule. The second is stamped again and stored (it was a 409 to the client)."""
+    data = b"the same bytes, uploaded three times"
+    first = node.session()
+    reference = write_file(io.BytesIO(data), first, level=0)
+    first.finish(reference)
+    real_stamp = node.stamper.stamp
+
+    def stamp_then_race(batch_id, addresses):
+        stamps = real_stamp(batch_id, addresses)
+        node.stamper.stamp = real_stamp  # only the first call races
+        third = node.session()
+        assert write_file(io.BytesIO(data), third, level=0) == reference
+        third.finish(reference)  # stamped after ours, so newer, and committed first
+        return stamps
+
+    node.stamper.stamp = stamp_then_race
+    second = node.session()
+    assert write_file(io.BytesIO(data), second, level=0) == reference
+    second.finish(reference)
+    assert open_file(node.store, reference).read_all() == data
+    assert len(node.store.stamps_of(reference)) == 1  # one slot of the batch, held by the newest stamp

@@ -177,3 +177,18 @@ class Holds_(RuleBasedStateMachine):
 
 Holds_.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 test_store_keeps_exactly_what_the_model_keeps = Holds_.TestCase
+
+
+def test_a_pinned_upload_of_a_cached_chunk_is_a_use() -> None:
+    """The sequence hypothesis found: a cached chunk uploaded again under a pin must move up the cache
+    (a put is a use), or eviction drops it, not the least recently used one."""
+    m = Holds_()
+    try:
+        m.fill_the_cache()
+        m.begin()
+        m.upload_pinned(len(NEAR))  # the first chunk the cache took, the least recently used until now
+        m.agrees_with_the_model()
+        m.evict()
+        m.agrees_with_the_model()
+    finally:
+        m.teardown()

@@ -79,3 +79,37 @@ def test_close_writes_pending_counts(tmp_path, monkeypatch):
         store.tags.count(uid, Counts(synced=4))
     with ReserveStore(path, readonly=True) as store:
         assert store.tags.get(uid).synced == 4
+
+
+def test_counts_stay_visible_while_a_flush_writes_them(tmp_path):
+    """A read while a flush is writing sees the additions (in memory or written), never neither."""
+    import threading
+    from contextlib import contextmanager
+
+    with ReserveStore(tmp_path / "s") as store:
+        uid = store.tags.create().uid
+        store.tags.count(uid, Counts(split=3, stored=3, synced=3))
+        inside, release = threading.Event(), threading.Event()
+        real = store.tags._writing
+
+        @contextmanager
+        def slow_writing():
+            with real():
+                inside.set()
+                release.wait(5)  # the flush has taken its additions and not committed them yet
+                yield
+
+        store.tags._writing = slow_writing
+        flusher = threading.Thread(target=store.tags.flush)
+        flusher.start()
+        assert inside.wait(5)
+        seen: list[int] = []
+        reader = threading.Thread(target=lambda: seen.append(store.tags.get(uid).split))
+        reader.start()
+        reader.join(0.3)
+        release.set()
+        flusher.join(5)
+        reader.join(5)
+        store.tags._writing = real
+        assert seen == [3]
+        assert store.tags.get(uid).split == 3
