@@ -50,17 +50,20 @@ DEPTH, BUCKET_DEPTH = 22, 16
 
 
 class Daemon:
-    def __init__(self, data_dir: str, workers: int | None) -> None:
-        cmd = [sys.executable, "-m", "api.cli", "serve", "--data-dir", data_dir, "--port", "0", "--log-format", "json"]
+    def __init__(self, data_dir: str, workers: int | None, extra: tuple[str, ...] = (), start_timeout: float = 120) -> None:
+        cmd = [sys.executable, "-m", "api.cli", "serve", "--data-dir", data_dir, "--port", "0", "--log-format", "json",
+               *extra]  # fmt: skip
         if workers:
             cmd += ["--workers", str(workers)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        # Another checkout named by PYTHONPATH runs instead of this one (before/after comparisons).
+        tree = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] or str(ROOT)
+        env = {**os.environ, "PYTHONPATH": tree}
+        self.proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         self.port: int | None = None
         self._ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
-        if not self._ready.wait(120):
+        if not self._ready.wait(start_timeout):
             self.proc.kill()
             raise SystemExit("daemon did not start")
 

@@ -5,7 +5,12 @@ chunks (4096-byte payloads, 10% SOC, one batch), then samples its whole
 content (depth 0) with ``sampler.reserve_sample`` and reports
 
 * chunks/s and us/chunk of the sample (stamp entries iterated / total time,
-  pool already warm),
+  pool already warm), warm (the store in the page cache) and cold (the
+  store's data files dropped from the page cache first with
+  ``posix_fadvise(POSIX_FADV_DONTNEED)``, which needs no root), and their
+  ratio. The store is written by ``put_many`` in random address order, so
+  its chunk pages lie in random order on disk, as a live node's do: a cold
+  sample is random reads,
 * memory of this process and of each phase-1 worker, split honestly: a
   thread polls /proc/<pid>/status of this process and all its descendants
   every ``--poll-ms`` during the timed samples and keeps, per process, the
@@ -16,13 +21,18 @@ content (depth 0) with ``sampler.reserve_sample`` and reports
 * the limit L = (fastest single keccak call rate on a one-block input) x
   cores / 128, measured in the same run (bench_keccak: openssl speed and
   pysha3), and the ratio chunks/s / L,
+* the kernel bound: chunks/s if every core ran nothing but the 128
+  permutations per chunk of the BMT kernel (its vector permutation, timed
+  alone in the same run), and how far the sample is below it,
 * a baseline: the same sample the reference node's old way, in one process:
   every chunk eagerly loaded with ``store.get``, a chunk object per entry, one
   transformed-address call per chunk, insertion into the sorted sample with
   stamp checks for items that could enter. Its hash must equal the sample's.
 
 Run: ``python bench/bench_sample.py --chunks 200000``
-(the first run builds the store: about 0.4 ms per chunk).
+(the first run builds the store: about 0.4 ms per chunk). With
+``PYTHONPATH`` naming another checkout, the same measurement runs that
+tree's sampler (a before/after comparison).
 
 ``--compare-rss 100000,400000`` runs the sample (no baseline, no keccak
 limit) in a fresh process per store size and prints the peaks side by side
@@ -45,7 +55,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from benchlib import CALLS_PER_CHUNK, cache_dir, cores, numba_permutation_rate, single_lane_limit
+from benchlib import (
+    CALLS_PER_CHUNK,
+    cache_dir,
+    cores,
+    kernel_bound,
+    lane_permutation_rate,
+    numba_permutation_rate,
+    numba_x8_rate,
+    single_lane_limit,
+)
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
@@ -246,6 +265,7 @@ class MemoryPoller:
 
     interval: float = 0.02
     procs: dict[int, ProcPeak] = field(default_factory=dict)
+    root: int = 0  # the process whose tree is polled (0: this one)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -262,7 +282,7 @@ class MemoryPoller:
         return "worker" if parent_role == "forkserver" else "child"
 
     def poll(self) -> None:
-        stack = [(os.getpid(), "parent")]
+        stack = [(self.root or os.getpid(), "parent")]
         while stack:
             pid, role = stack.pop()
             st = proc_status(pid)
@@ -321,6 +341,38 @@ def print_memory(mem: dict) -> None:
               f"rss {_mb(p['rss_kb']):>9}  hwm {_mb(p['hwm_kb']):>9}  ({p['polls']} polls)")  # fmt: skip
 
 
+def drop_page_cache(path: Path) -> int:
+    """Evict the store's data files from the page cache (``POSIX_FADV_DONTNEED``: no root needed).
+
+    Only ``data.mdb`` files: closing a descriptor of an LMDB lock file would
+    drop the fcntl locks this process holds on it through the open store.
+    Dirty pages are not dropped by the kernel, so the files are synced first.
+    Returns the bytes advised.
+    """
+    advised = 0
+    for data in sorted(Path(path).rglob("data.mdb")):
+        fd = os.open(data, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            size = os.fstat(fd).st_size
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            advised += size
+        finally:
+            os.close(fd)
+    return advised
+
+
+def kernel_rate(seconds: float) -> tuple[str, float | None]:
+    """(name, instances/s) of the permutation the BMT kernel runs on; the lane kernel if this tree has it."""
+    if hasattr(hashing, "_LANES"):
+        return "lane permutation", lane_permutation_rate(seconds)
+    return "x8 loop permutation", numba_x8_rate(seconds)  # a tree without the lane kernel: its 8-way loop
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else float("nan")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chunks", type=int, default=20000, help="chunks in the store (default 20000)")
@@ -329,7 +381,9 @@ def main() -> int:
     ap.add_argument("--soc-fraction", type=float, default=0.1)
     ap.add_argument("--rebuild", action="store_true", help="build the store again even if cached")
     ap.add_argument("--no-baseline", action="store_true", help="skip the eager one-process baseline")
-    ap.add_argument("--repeat", type=int, default=3, help="timed samples; the median is reported (default 3)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed warm samples; the median is reported (default 3)")
+    ap.add_argument("--cold", type=int, default=3,
+                    help="timed samples after dropping the store from the page cache (default 3; 0: none)")
     ap.add_argument("--seconds", type=float, default=2.0, help="time per keccak-rate measurement")
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     ap.add_argument("--no-limit", action="store_true", help="skip measuring the keccak limit L")
@@ -342,15 +396,18 @@ def main() -> int:
 
     n_cores = cores()
     if args.no_limit:
-        name, call_rate, rates, limit, perm = "none", 0.0, {}, 0.0, None
+        name, call_rate, rates, limit, perm, kname, krate = "none", 0.0, {}, 0.0, None, "none", None
     else:
         # Measured first, while this process is small: a forked helper (openssl) would
         # otherwise report this process's mapped store pages as its own peak RSS.
         name, call_rate, rates = single_lane_limit(args.seconds)
         limit = call_rate * n_cores / CALLS_PER_CHUNK
         perm = numba_permutation_rate(args.seconds)
+        kname, krate = kernel_rate(args.seconds)
+    bound = kernel_bound(krate, n_cores) if krate else 0.0
     path, built = cached_store(args.chunks, args.shards, args.soc_fraction, args.rebuild)
-    print(f"store: {path} ({'built' if built else 'cached'}), backend={hashing.BACKEND}, cores={n_cores}")
+    print(f"store: {path} ({'built' if built else 'cached'}), backend={hashing.BACKEND}, cores={n_cores}, "
+          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     anchor = keccak256(b"bench anchor")
     consensus = BASE_TIME + 10**15
 
@@ -360,16 +417,24 @@ def main() -> int:
             reserve_sample(store, anchor, 31, consensus, workers=args.workers)
         except InsufficientSample:
             pass
-        runs = []
+        runs: dict[str, list] = {"cold": [], "warm": []}
         with MemoryPoller(args.poll_ms / 1000.0) as poller:
-            for _ in range(max(1, args.repeat)):
-                runs.append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))
+            reserve_sample(store, anchor, 0, consensus, workers=args.workers)  # the page cache holds the store now
+            for i in range(max(args.repeat, args.cold)):
+                if i < args.cold:
+                    drop_page_cache(path)
+                    runs["cold"].append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))
+                if i < args.repeat:
+                    runs["warm"].append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))
         mem = poller.summary()
-        runs.sort(key=lambda r: r.stats.total_duration)
-        res = runs[len(runs) // 2]
+        for r in runs.values():
+            r.sort(key=lambda res: res.stats.total_duration)
+        res = runs["warm"][len(runs["warm"]) // 2]
         st = res.stats
         rate = st.total_iterated / st.total_duration
+        cold_rate = _median([r.stats.total_iterated / r.stats.total_duration for r in runs["cold"]])
         fast_hash = sample_hash(res.items)
+        assert all(sample_hash(r.items) == fast_hash for rs in runs.values() for r in rs)
         # Before the baseline, which maps every chunk into this process.
         self_mb, children_mb = _rss_mb(resource.RUSAGE_SELF), _rss_mb(resource.RUSAGE_CHILDREN)
         base = None
@@ -385,20 +450,29 @@ def main() -> int:
     base_mb = _rss_mb(resource.RUSAGE_SELF)
     base_anon_mb = (proc_status(os.getpid()) or {}).get("RssAnon", 0) / 1024.0
     worker_mb = st.worker_peak_rss_kb / 1024.0
-    best = runs[0].stats.total_iterated / runs[0].stats.total_duration
-    print(f"sample of {st.total_iterated:,} chunks: {st.total_duration:.3f} s (median of {len(runs)}), "
+    best = runs["warm"][0].stats.total_iterated / runs["warm"][0].stats.total_duration
+    print(f"sample of {st.total_iterated:,} chunks, warm: {st.total_duration:.3f} s (median of {len(runs['warm'])}), "
           f"{rate:,.0f} chunks/s, {1e6 / rate:.2f} us/chunk ({1e6 * n_cores / rate:.2f} us/chunk/core); "
           f"best run {best:,.0f} chunks/s")  # fmt: skip
     print(f"  phase 1 {st.phase1_duration:.3f} s (workers {st.workers}; summed over workers: hashing "
           f"{st.taddr_duration:.3f} s, reads {st.chunk_load_duration:.3f} s, iteration {st.iteration_duration:.3f} s), "
           f"phase 2 {st.phase2_duration:.3f} s, reruns {st.reruns}")  # fmt: skip
+    if runs["cold"]:
+        cold = runs["cold"][len(runs["cold"]) // 2].stats
+        print(f"sample cold (store dropped from the page cache first): {cold.total_duration:.3f} s (median of "
+              f"{len(runs['cold'])}), {cold_rate:,.0f} chunks/s; cold/warm = {cold_rate / rate:.3f}")  # fmt: skip
+        print(f"  phase 1 {cold.phase1_duration:.3f} s (summed over workers: hashing {cold.taddr_duration:.3f} s, "
+              f"reads {cold.chunk_load_duration:.3f} s, iteration {cold.iteration_duration:.3f} s)")  # fmt: skip
     for k, v in rates.items():
         print(f"  keccak rate {k:<20} {'n/a' if v is None else f'{v:,.0f} calls/s'}")
     if perm is not None:
         print(f"  keccak rate {'numba permutation':<20} {perm:,.0f} perms/s (not used for L)")
     if limit:
         print(f"limit L ({name}) = {call_rate:,.0f} x {n_cores} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s; "
-              f"ratio = {rate / limit:.3f}")  # fmt: skip
+              f"ratio warm = {rate / limit:.3f}" + (f", cold = {cold_rate / limit:.3f}" if runs["cold"] else ""))  # fmt: skip
+    if bound:
+        print(f"kernel bound ({kname}, {1e6 / krate:.3f} us per instance) = {n_cores} x {krate:,.0f} / "
+              f"{CALLS_PER_CHUNK} = {bound:,.0f} chunks/s; warm is {bound / rate:.2f}x below it")  # fmt: skip
     if base is not None:
         print(f"baseline (eager store.get + per-chunk objects, 1 process): {base['chunks_per_second']:,.0f} chunks/s, "
               + (f"ratio to L {base['chunks_per_second'] / limit:.3f}, " if limit else "")
@@ -414,10 +488,11 @@ def main() -> int:
     if args.json:
         print(json.dumps({
             "chunks": st.total_iterated, "store_chunks": args.chunks, "seconds": st.total_duration, "chunks_per_second": rate,
+            "cold_chunks_per_second": cold_rate if runs["cold"] else None,
             "us_per_chunk": 1e6 / rate, "best_chunks_per_second": best, "limit": limit, "limit_source": name,
-            "ratio": rate / limit if limit else None,
+            "ratio": rate / limit if limit else None, "kernel_bound": bound or None, "kernel": kname,
             "baseline": base, "rss_mb": {"self": self_mb, "self_after_baseline": base_mb, "worker": worker_mb, "children": children_mb},
-            "memory": mem,
+            "memory": mem, "load_average": os.getloadavg()[0],
             "backend": hashing.BACKEND, "cores": n_cores, "workers": st.workers, "hash": fast_hash.hex(),
         }))  # fmt: skip
     return 0
@@ -437,7 +512,7 @@ def compare_rss(args: argparse.Namespace) -> int:
     for n in sizes:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--chunks", str(n), "--shards", str(args.shards),
                "--soc-fraction", str(args.soc_fraction), "--repeat", str(args.repeat), "--poll-ms", str(args.poll_ms),
-               "--no-baseline", "--no-limit", "--json"]  # fmt: skip
+               "--no-baseline", "--no-limit", "--cold", "0", "--json"]  # fmt: skip
         if args.workers is not None:
             cmd += ["--workers", str(args.workers)]
         print(f"$ {' '.join(cmd)}", flush=True)

@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from benchlib import cache_dir
+from benchlib import CALLS_PER_CHUNK, cache_dir, cores, single_lane_limit
 
 from chunkstore.store.batchstore import Batch
 from chunkstore.swarm.keccak import keccak256
@@ -192,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--workers", str(workers), "--memory-budget", str(args.memory_budget)]
     print(f"{n} chunks ({args.soc_fraction:.0%} SOC), {os.path.getsize(tar_path):,} bytes of tar; {workers} workers, "
           f"{len(os.sched_getaffinity(0))} cores, memory budget {args.memory_budget} MiB")
+    lname, call_rate, _ = single_lane_limit(2.0)
+    limit = call_rate * cores() / CALLS_PER_CHUNK  # L, in the same run: every import rate is also a ratio to it
+    print(f"L ({lname}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s")
     try:
         with open(os.path.join(work, "batches.json"), "w") as f:
             f.write(dump_batches([_batch()]))
@@ -218,16 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         naive = _run_child("naive", "--store", os.path.join(work, "naive"), "--source", tar_path, "--limit", str(min(n, args.naive)))
 
         naive_rate = naive["records"] / naive["seconds"]
-        print(f"\n{'':<28}{'records':>10}{'seconds':>9}{'rate/s':>10}{'x naive':>9}{'peak RSS':>11}{'workers':>10}")
+        print(f"\n{'':<28}{'records':>10}{'seconds':>9}{'rate/s':>10}{'x L':>7}{'x naive':>9}{'peak RSS':>11}{'workers':>10}")
         for name, r in [(n, r) for n in ("tar", "snapshot") for r in results[n]]:
             seconds = r["read_s"] + r["publish_s"]
             rate = r["records"] / seconds
-            print(f"{'import ' + name:<28}{r['records']:>10}{seconds:>9.1f}{rate:>10,.0f}{rate / naive_rate:>9.1f}"
+            print(f"{'import ' + name:<28}{r['records']:>10}{seconds:>9.1f}{rate:>10,.0f}{rate / limit:>7.2f}{rate / naive_rate:>9.1f}"
                   f"{r['peak_rss'] / MiB:>9.0f}Mi{r['worker_peak_rss'] / MiB:>8.0f}Mi"
                   f"   (validate {r['read_s']:.1f}s, publish {r['publish_s']:.1f}s, {r['runs']} runs;"
                   f" {r['cpu'] / seconds:.2f} cores used, other processes {r['others']:.2f})")
         print(f"{'import naive (put each)':<28}{naive['records']:>10}{naive['seconds']:>9.1f}{naive_rate:>10,.0f}"
-              f"{1.0:>9.1f}{naive['peak_rss'] / MiB:>9.0f}Mi")
+              f"{naive_rate / limit:>7.2f}{1.0:>9.1f}{naive['peak_rss'] / MiB:>9.0f}Mi")
         for label, rep, s in (("export tar", exp_tar, exp_tar_s), ("export snapshot", exp_snap, exp_snap_s)):
             print(f"{label:<28}{rep.records:>10}{s:>9.1f}{rep.records / s:>10,.0f}   {rep.bytes_written:,} bytes")
         for name in ("tar", "snapshot"):

@@ -155,6 +155,42 @@ def numba_batch_rate(seconds: float, size: int = MSG_SIZE, rows: int = 4096) -> 
     return rate(lambda: (hashing.keccak256_batch(buf, lengths, out), rows)[1], seconds)
 
 
+def lane_permutation_rate(seconds: float, width: int | None = None) -> float | None:
+    """Keccak-f[1600] instances/s through the lane kernel's vector permutation on one thread, or None.
+
+    ``width`` None: the width the lane kernel uses; other widths are compiled
+    here (uncached) to compare.
+    """
+    from chunkstore.swarm.bmt import backend as hashing
+
+    if hashing.BACKEND != "numba":
+        return None
+    from chunkstore.swarm.bmt import lane_kernels
+
+    lanes = lane_kernels.LANES if width is None else width
+    if lanes == lane_kernels.LANES:
+        loop = lane_kernels.permutation_loop_lanes
+    else:
+        from numba import njit
+
+        permute = lane_kernels._make_permute(lanes)
+
+        @njit(nogil=True)  # type: ignore[untyped-decorator]
+        def loop(state: np.ndarray, count: int) -> None:
+            for _ in range(count):
+                permute(state)
+
+    state = np.zeros(25 * lanes, np.uint64)
+    loop(state, 1)
+    count = max(1, 160_000 // lanes)
+    return rate(lambda: (loop(state, count), lanes * count)[1], seconds)
+
+
+def kernel_bound(perm_rate: float, n_cores: int) -> float:
+    """Chunks/s if every core did nothing but 128 lane permutations per chunk (the sampler cannot beat it)."""
+    return perm_rate * n_cores / CALLS_PER_CHUNK
+
+
 def single_lane_limit(seconds: float) -> tuple[str, float, dict[str, float | None]]:
     """(name, calls/s) of the fastest single keccak here, plus every rate measured."""
     rates: dict[str, float | None] = {

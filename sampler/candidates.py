@@ -94,6 +94,53 @@ class CandidateSet:
         if len(items) >= 2 * self.k:
             self._trim()
 
+    def offer_block(
+        self,
+        taddrs: np.ndarray,
+        ent_row: np.ndarray,
+        ent_batch: np.ndarray,
+        row_addr: np.ndarray,
+        row_type: np.ndarray,
+    ) -> None:
+        """Offer a block of hashed rows as columns: entry ``j`` pairs row ``ent_row[j]`` with ``ent_batch[j]``.
+
+        ``taddrs``/``row_addr`` are ``uint8[rows, 32]``, ``ent_batch`` is
+        ``uint8[entries, 32]``; only the entries that pass the prefix screen
+        become Python objects.
+        """
+        m = len(ent_row)
+        if m == 0:
+            return
+        prefixes = np.ascontiguousarray(taddrs[:, :8]).view(">u8").ravel()
+        ep = prefixes[ent_row]
+        if self.after is None:
+            self.beyond += m
+            mask = ep <= self._threshold_prefix
+        else:
+            above = ep > self._after_prefix
+            tie = ep == self._after_prefix
+            self.beyond += int(np.count_nonzero(above))
+            mask = (above | tie) & (ep <= self._threshold_prefix)
+            for t in np.flatnonzero(tie).tolist():
+                tied = int(ent_row[t])
+                if (taddrs[tied].tobytes(), ent_batch[t].tobytes()) > self.after:
+                    self.beyond += 1
+        picked = np.flatnonzero(mask)
+        if picked.size == 0:
+            return
+        items = self._items
+        for j in picked.tolist():
+            row = int(ent_row[j])
+            key = (taddrs[row].tobytes(), ent_batch[j].tobytes())
+            if not self._above_after(key):
+                continue
+            if self._threshold is not None and key >= self._threshold:
+                continue
+            items.append((key[0], key[1], row_addr[row].tobytes(), int(row_type[row])))
+            if len(items) >= 2 * self.k:
+                # Trim as it goes: a first block offers thousands of entries below the (unset) threshold.
+                self._trim()
+
     def offer(self, taddr: bytes, batch_id: bytes, address: bytes, chunk_type: int) -> None:
         """Offer one candidate (the slow path; tests and the fallback backend use it)."""
         key = (bytes(taddr), bytes(batch_id))

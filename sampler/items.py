@@ -68,6 +68,8 @@ class SampleStats:
     below_balance_ignored: int = 0
     rogue_chunks: int = 0
     new_ignored: int = 0
+    distinct_chunks: int = 0  # chunks (addresses) phase 1 walked: the reserve within the sample's depth
+    direct_read_fallbacks: int = 0  # shards phase 1 read through py-lmdb because the data file surprised it
     stamp_validations: int = 0
     invalid_stamps: int = 0
     chunk_loads: int = 0

@@ -162,7 +162,8 @@ def _mp_context() -> multiprocessing.context.BaseContext:
         ctx = multiprocessing.get_context("forkserver")
     except ValueError:
         return multiprocessing.get_context("spawn")
-    ctx.set_forkserver_preload(["sampler.worker"])
+    # With the accelerated backend the fork server also compiles the direct scan once.
+    ctx.set_forkserver_preload(["sampler.worker", "sampler.columns"] if hashing.accelerated() else ["sampler.worker"])
     return ctx
 
 

@@ -3,32 +3,53 @@
 A worker walks the key range of one shard's stamp index that the sample
 covers (the anchor's neighbourhood within the storage radius, see
 ``sampler.scope``), drops (chunk, stamp) entries by index data alone
-(below-balance batch, rogue type, stamp newer than the consensus time), copies each
-remaining chunk's bytes into a row of a reused ``uint8`` buffer, hashes whole
-batches of rows with the batch kernel, and keeps only the ``k`` smallest
-``(transformed address, batch id)`` candidates. No per-chunk objects beyond
-the index tuple are made, and all reads of one scan happen in one LMDB read
-transaction, so a shard is sampled from one consistent snapshot.
+(below-balance batch, rogue type, stamp newer than the consensus time),
+copies each remaining chunk's bytes into a row of a reused ``uint8`` buffer,
+hashes whole blocks of rows with the batch kernel, and keeps only the ``k``
+smallest ``(transformed address, batch id)`` candidates. All reads of one
+scan happen under one LMDB read transaction, so a shard is sampled from one
+consistent snapshot.
+
+Two ways to read, one rule:
+
+* ``scan_direct`` (the default with the accelerated backend) reads the
+  shard's data file itself (``sampler.lmdbfile``, ``sampler.columns``): the
+  index comes in blocks of columns, filtered without per-entry Python, and
+  each chunk's position in the file is known before its bytes are needed,
+  so the heads of the next ``LOOKAHEAD`` blocks are requested from the
+  kernel (``posix_fadvise(WILLNEED)``, sorted by position) while the current
+  block is hashed: a cold page cache is read with many requests in flight
+  instead of one page fault at a time. Memory is bounded by the block
+  sizes, whatever the shard holds.
+* ``scan_rows`` walks the index through py-lmdb, one entry at a time. It is
+  the reference the direct scan is tested against, the path of the pysha3
+  backend and of a sample redone after a backend mismatch, and the fallback
+  when the data file is not what the direct reader expects
+  (``DirectReadError``: counted as ``direct_read_fallbacks``).
 
 The worker returns plain tuples and counters: the parent (phase 2) loads the
 full chunks and stamps of the few candidates that can enter the sample.
 
 Progress. When the task names a slot, the worker adds the entries it has
 walked into that slot of a shared counter array (handed to every worker
-process once, by the pool initializer) at each hashed batch of rows, at most
-every ``PROGRESS_EVERY`` entries: nothing is done per entry.
+process once, by the pool initializer) after each hashed block: nothing is
+done per entry.
 
-Memory. Everything a scan allocates is bounded: one ``ROWS x STRIDE``
-buffer, ``ROWS`` pending row entries and at most ``2k`` candidates; entries
-and chunk bytes are read from LMDB's read-only file map (page cache, not
-process memory). The scan reports the process's anonymous (private) RSS
-apart from its file-backed RSS, since only the former is memory the sample
-costs.
+Memory. Everything a scan allocates is bounded: the row buffer of one block,
+the index columns of ``LOOKAHEAD`` blocks and at most ``2k`` candidates. The
+direct scan maps nothing (``pread``); the row scan reads through LMDB's map
+(page cache, counted as the process's file-backed RSS). The scan reports the
+process's anonymous (private) RSS apart from its file-backed RSS, since only
+the former is memory the sample costs.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import queue
 import resource
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from chunkstore.store.errors import ChunkNotFound
+from chunkstore.store.errors import BufferTooSmall, ChunkNotFound
+from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS
 from chunkstore.store.shard import ShardReader, ShardSnapshot
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.bmt import backend as hashing
@@ -46,8 +68,15 @@ from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
 from .scope import SampleScope
 
-ROWS = 256  # rows per kernel call: amortises its argument checks and dispatch over many chunks
+log = logging.getLogger(__name__)
+
+ROWS = 256  # rows per kernel call of the row scan: amortises its argument checks and dispatch
+BLOCK = 1024  # entries walked per block of the direct scan (rows hashed per kernel call)
+BLOCK_SLACK = 256  # further entries of the block's last chunk, kept in the block
+LOOKAHEAD = 8  # blocks located and requested from the disk ahead of the one being hashed
+TAIL_ROOM = 256  # bytes of each row's tail the look-ahead copies out of the index (sampler.columns)
 STRIDE = ROW_STRIDE  # room for a full SOC
+STRIDE_DIRECT = STRIDE + 32  # the direct scan's rows start with room for an overflow page header
 # plain ints: the per-entry loop compares them faster than IntEnum members
 _CAC, _SOC = int(ChunkType.CAC), int(ChunkType.SOC)
 _MIN_CAC, _MAX_CAC = SPAN_SIZE, MAX_CAC_SIZE
@@ -156,7 +185,225 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
     one open handle per environment and process. ``report(n)``, if given, is
     called with the number of entries walked since its last call, at most
     every ``PROGRESS_EVERY`` entries (at hashed batches) and once at the end.
+    The direct scan is used when the accelerated backend is (and the task
+    does not ask for the reference); the row scan otherwise.
     """
+    if task.reference or not hashing.accelerated():
+        return scan_rows(task, snap, report)
+    from .lmdbfile import DirectReadError
+
+    try:
+        return scan_direct(task, snap, report)
+    except DirectReadError as exc:
+        log.warning("shard %d: reading through py-lmdb instead of the data file: %s", task.shard, exc)
+        scan = scan_rows(task, snap, report)
+        scan.stats["direct_read_fallbacks"] = scan.stats.get("direct_read_fallbacks", 0) + 1
+        return scan
+
+
+def _finish(task: ShardTask, cands: CandidateSet, stats: dict[str, float]) -> ShardScan:
+    mem = memory_kb()
+    return ShardScan(
+        shard=task.shard,
+        candidates=cands.result(),
+        complete=cands.complete,
+        after=task.after,
+        k=task.k,
+        peak_rss_kb=mem.get("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        anon_rss_kb=mem.get("RssAnon", 0),
+        stats=stats,
+    )
+
+
+class _Block:
+    """The columns of one block: rows (chunk, type), entries (row, batch id), where each row's data is."""
+
+    def __init__(self) -> None:
+        cap = BLOCK + BLOCK_SLACK
+        self.row_addr = np.zeros((cap, 32), np.uint8)
+        self.row_type = np.zeros(cap, np.uint8)
+        self.ent_row = np.zeros(cap, np.int64)
+        self.ent_batch = np.zeros((cap, 32), np.uint8)
+        self.where = np.zeros((cap, 6), np.int64)
+        self.tails = np.zeros((cap, TAIL_ROOM), np.uint8)
+        self.rows = 0
+        self.entries = 0
+        self.walked = 0  # index entries walked for this block (progress)
+
+
+class _Lookahead:
+    """Walks the index and locates rows block by block in a thread, requesting their pages from the disk.
+
+    The numba functions release the GIL, so while the scan hashes one block
+    this thread walks the index leaves (waiting on the disk when they are
+    cold) and queues the reads of up to ``LOOKAHEAD`` further blocks. Blocks
+    cycle through two queues; the thread ends the ready queue with ``None``,
+    or with the exception that stopped it.
+    """
+
+    def __init__(self, fd: int, data_file: str, txn_id: int, task: ShardTask, key_range: tuple[bytes, bytes | None]) -> None:
+        from . import columns
+        from .lmdbfile import Cursor, open_trees
+
+        self.col = columns
+        self.fd = fd
+        self.data_file = data_file
+        roots = open_trees(fd, txn_id, (DB_STAMPS, DB_CHUNKS, DB_TAILS))
+        self.psize, last = roots.psize, roots.last_pg
+        self.stamps = Cursor.open(fd, self.psize, roots.trees[DB_STAMPS], last)
+        self.chunks = Cursor.open(fd, self.psize, roots.trees[DB_CHUNKS], last)
+        self.tails = Cursor.open(fd, self.psize, roots.trees[DB_TAILS], last)
+        self.lo = np.frombuffer(key_range[0].ljust(32, b"\0")[:32], np.uint8).copy()
+        self.has_hi = key_range[1] is not None
+        self.hi = np.frombuffer((key_range[1] or b"").ljust(32, b"\0")[:32], np.uint8).copy()
+        self.excluded = np.array(sorted(task.excluded), dtype="S32").view(np.uint8).reshape(-1, 32).copy()
+        self.consensus = np.uint64(min(max(task.consensus_time, 0), (1 << 64) - 1))
+        self.state = np.zeros(2, np.int64)
+        self.counts = np.zeros(5, np.int64)
+        self.walked_last = np.zeros(33, np.uint8)
+        self.free: queue.SimpleQueue[_Block | None] = queue.SimpleQueue()  # None: stop
+        for _ in range(LOOKAHEAD + 1):
+            self.free.put(_Block())
+        self.ready: queue.SimpleQueue[_Block | BaseException | None] = queue.SimpleQueue()
+        self.stop = threading.Event()
+        self.prefetched_blocks = 0
+        self.thread = threading.Thread(target=self._run, name=f"sample-lookahead-{task.shard}", daemon=True)
+        self.thread.start()
+
+    def _fail(self, rc: int, what: str) -> BaseException:
+        from .lmdbfile import ERRORS, DirectReadError
+
+        return DirectReadError(f"{self.data_file}: {what}: {ERRORS.get(rc, rc)}")
+
+    def _run(self) -> None:
+        col = self.col
+        s, c, t = self.stamps, self.chunks, self.tails
+        try:
+            while not self.stop.is_set():
+                blk = self.free.get()
+                if blk is None:
+                    break
+                before = int(self.counts[col.C_TOTAL])
+                nrows, nents, rc = col.scan_entries(
+                    s.pages, s.pg, s.ix, s.nk, s.info, self.state, self.lo, self.hi, self.has_hi, self.excluded,
+                    self.consensus, BLOCK, blk.row_addr, blk.row_type, blk.ent_row, blk.ent_batch, self.counts,
+                    self.walked_last,
+                )  # fmt: skip
+                if rc < 0:
+                    raise self._fail(rc, "stamp index")
+                blk.rows, blk.entries, blk.walked = nrows, nents, int(self.counts[col.C_TOTAL]) - before
+                rc = col.locate_rows(
+                    c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, blk.row_addr, nrows, blk.where,
+                    blk.tails,
+                )  # fmt: skip
+                if rc < 0:
+                    raise self._fail(rc, "chunk index")
+                if not col.cached(self.fd, blk.where, nrows, PROBES):
+                    col.prefetch(self.fd, blk.where, nrows, self.psize)
+                    self.prefetched_blocks += 1
+                self.ready.put(blk)
+                if self.state[1]:
+                    break
+            self.ready.put(None)
+        except BaseException as exc:  # handed to the scanning thread, which raises it
+            self.ready.put(exc)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.free.put(None)  # wakes the thread if it waits for a block
+        self.thread.join()
+
+
+PROBES = 8  # rows per block probed for being cached before the block's reads are requested
+
+
+def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None] | None = None) -> ShardScan:
+    """Phase 1 of one shard from its data file: blocks of columns, read ahead in a thread, hashed in blocks.
+
+    Raises ``DirectReadError`` (for the caller to fall back to ``scan_rows``)
+    when the file's roots or pages are not what the reader expects.
+    """
+    from . import columns as col
+    from .lmdbfile import ERRORS, OK, DirectReadError
+
+    t_start = time.perf_counter()
+    cands = CandidateSet(task.k, task.after)
+    loads = load_failed = 0
+    taddr_s = load_s = 0.0
+    counts = np.zeros(5, np.int64)
+    key_range = SampleScope(task.anchor, task.depth, task.overlay, task.radius).key_range()
+    data_file = os.path.join(snap.shard.path, "data.mdb")
+    fd = os.open(data_file, os.O_RDONLY)
+    ahead: _Lookahead | None = None
+    try:
+        if key_range is not None:
+            ahead = _Lookahead(fd, data_file, snap.txn.id(), task, key_range)
+            cap = BLOCK + BLOCK_SLACK
+            buf = np.zeros((cap, STRIDE_DIRECT), np.uint8)
+            lengths = np.zeros(cap, np.int64)
+            offsets = np.zeros(cap, np.int64)
+            is_soc = np.zeros(cap, np.uint8)
+            status = np.zeros(cap, np.int64)
+            out = np.zeros((cap, 32), np.uint8)
+            while True:
+                blk = ahead.ready.get()
+                if blk is None:
+                    break
+                if isinstance(blk, BaseException):
+                    raise blk
+                n, m = blk.rows, blk.entries
+                if n:
+                    t = time.perf_counter()
+                    rc = col.copy_rows(fd, blk.where, blk.tails, n, ahead.psize, buf, lengths, status)
+                    load_s += time.perf_counter() - t
+                    if rc != OK:
+                        raise DirectReadError(f"{data_file}: chunk data: {ERRORS.get(rc, rc)}")
+                    soc = blk.row_type[:n] == _SOC
+                    offsets[:n] = np.where(soc, col.DATA_AT + SOC_HEADER_SIZE, col.DATA_AT)
+                    is_soc[:n] = soc
+                    size = lengths[:n] - offsets[:n]
+                    read = status[:n] == 1
+                    # The row scan's rule: a missing chunk fails each entry; a chunk whose data
+                    # cannot be a chunk of its type is loaded, then fails, for each entry.
+                    good = read & (size >= _MIN_CAC) & (size <= _MAX_CAC)
+                    per_row = np.bincount(blk.ent_row[:m], minlength=n)[:n]
+                    loads += int(np.count_nonzero(good)) + int(per_row[~good & (status[:n] != 0)].sum())
+                    load_failed += int(per_row[~good].sum())
+                    if not good.all():
+                        # Rows that cannot be hashed stay in the block as empty chunks and are not offered.
+                        bad = ~good
+                        lengths[:n][bad] = offsets[:n][bad] + _MIN_CAC
+                    t = time.perf_counter()
+                    _hash_rows(buf[:n], lengths[:n], offsets[:n], blk.row_addr[:n], is_soc[:n], task.anchor, out, False)
+                    taddr_s += time.perf_counter() - t
+                    keep = good[blk.ent_row[:m]]
+                    cands.offer_block(out[:n], blk.ent_row[:m][keep], blk.ent_batch[:m][keep], blk.row_addr[:n],
+                                      blk.row_type[:n])  # fmt: skip
+                if report is not None and blk.walked:
+                    report(blk.walked)
+                ahead.free.put(blk)
+            counts = ahead.counts
+    finally:
+        if ahead is not None:
+            ahead.close()
+        os.close(fd)
+    elapsed = time.perf_counter() - t_start
+    return _finish(task, cands, {
+        "total_iterated": int(counts[col.C_TOTAL]),
+        "below_balance_ignored": int(counts[col.C_BELOW]),
+        "rogue_chunks": int(counts[col.C_ROGUE]),
+        "new_ignored": int(counts[col.C_NEW]),
+        "distinct_chunks": int(counts[col.C_DISTINCT]),
+        "chunk_loads": loads,
+        "chunk_load_failed": load_failed,
+        "taddr_duration": taddr_s,
+        "chunk_load_duration": load_s,
+        "iteration_duration": max(0.0, elapsed - taddr_s - load_s),
+    })  # fmt: skip
+
+
+def scan_rows(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], None] | None = None) -> ShardScan:
+    """Phase 1 over one shard through py-lmdb, one index entry at a time (the reference rule)."""
     t_start = time.perf_counter()
     anchor = task.anchor
     excluded = task.excluded
@@ -180,7 +427,7 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
     entry_rows: list[int] = []
     entry_batches: list[bytes] = []
 
-    total = below = rogue = new = loads = load_failed = 0
+    total = below = rogue = new = loads = load_failed = distinct = 0
     read_ns = 0
     taddr_s = 0.0
     reported = 0
@@ -205,8 +452,12 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
     perf_ns = time.perf_counter_ns
     last_address = None  # the chunk in the newest row, for its further stamps
     last_type = -1
+    walked_last = None
     for address, chunk_type, batch_id, ts in entries:
         total += 1
+        if address != walked_last:
+            distinct += 1
+            walked_last = address
         if batch_id in excluded:
             below += 1
             continue
@@ -234,6 +485,12 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
             load_failed += 1
             last_address = None
             continue
+        except BufferTooSmall:
+            # Stored data longer than any chunk (a damaged store): this entry fails, the sample goes on.
+            loads += 1
+            load_failed += 1
+            last_address = None
+            continue
         finally:
             read_ns += perf_ns() - t
         loads += 1
@@ -258,24 +515,15 @@ def scan_snapshot(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], 
         report(total - reported)
     elapsed = time.perf_counter() - t_start
     chunk_load_s = read_ns / 1e9
-    mem = memory_kb()
-    return ShardScan(
-        shard=task.shard,
-        candidates=cands.result(),
-        complete=cands.complete,
-        after=task.after,
-        k=task.k,
-        peak_rss_kb=mem.get("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        anon_rss_kb=mem.get("RssAnon", 0),
-        stats={
-            "total_iterated": total,
-            "below_balance_ignored": below,
-            "rogue_chunks": rogue,
-            "new_ignored": new,
-            "chunk_loads": loads,
-            "chunk_load_failed": load_failed,
-            "taddr_duration": taddr_s,
-            "chunk_load_duration": chunk_load_s,
-            "iteration_duration": max(0.0, elapsed - taddr_s - chunk_load_s),
-        },
-    )
+    return _finish(task, cands, {
+        "total_iterated": total,
+        "below_balance_ignored": below,
+        "rogue_chunks": rogue,
+        "new_ignored": new,
+        "distinct_chunks": distinct,
+        "chunk_loads": loads,
+        "chunk_load_failed": load_failed,
+        "taddr_duration": taddr_s,
+        "chunk_load_duration": chunk_load_s,
+        "iteration_duration": max(0.0, elapsed - taddr_s - chunk_load_s),
+    })  # fmt: skip

@@ -71,9 +71,16 @@ class Sizes:
         """Chunk data per publish commit: LMDB keeps every environment's largest dirty set for reuse."""
         return max(2 * MiB, self.phase2 // 2 // max(1, shards))
 
-    def window(self, runs: int) -> int:
-        """Rows per publish cursor when ``runs`` runs are merged."""
-        share = self.phase2 * 2 // 5 // max(1, runs)
+    def window(self, runs: int, run_buffer_free: bool = False) -> int:
+        """Rows per publish cursor when ``runs`` runs are merged.
+
+        ``run_buffer_free``: every run is on disk and the run buffer was let
+        go of, so its memory goes to the cursors too.
+        """
+        pool = self.phase2 * 2 // 5
+        if run_buffer_free:
+            pool += (self.arena + self.rows * ROW_COST) * 4 // 5
+        share = pool // max(1, runs)
         return int(min(4096, max(16, share // WINDOW_ROW)))
 
 

@@ -15,6 +15,7 @@ import bisect
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from chunkstore.swarm.constants import STAMP_SIZE, ChunkType
 
 from . import snapformat as snap
 from . import tarformat as tarf
-from .budget import TAR_TASK_BYTES, TAR_TASK_ENTRIES
+from .budget import TAR_SHAPE, TAR_TASK_BYTES, TAR_TASK_ENTRIES
 from .bufferpool import SharedRing
 from .errors import BudgetTooSmall, CorruptInput, ImportRefused
 from .runs import Run, RunBuffer
@@ -30,6 +31,10 @@ from .tarformat import Readable
 from .workers import FrameTask, TarTask, Verdict, Workers
 
 Tick = Callable[[int], object]  # bytes of input consumed since the last call
+# Tasks queued per worker before the oldest verdict is waited for. Verdicts are taken in input order,
+# so a worker slowed down (a core shared with another program) stalls the others once its queue is the
+# oldest; a deeper queue lets them run ahead. The ring (budget.py: 4 units per worker) bounds it too.
+IN_FLIGHT_PER_WORKER = 4
 _STAMP_COLS = np.arange(STAMP_SIZE, dtype=np.int64)
 
 
@@ -77,10 +82,21 @@ class Collector:
         return {a.tobytes() for a in found[counts > 1]}
 
     def finish(self) -> list[Run]:
-        """The runs: those spilled, and what the buffer still holds as the last (in memory)."""
+        """The runs: those spilled, and what the buffer still holds as the last.
+
+        When runs were spilled already, the last is spilled too and the run
+        buffer let go of: publishing then merges every run from disk, and its
+        read windows get the buffer's memory (with a hundred runs, windows of
+        a budget's small share held a few dozen rows each, and merging cost
+        more than validating). A single run stays in memory, as it was.
+        """
         if self.buffer.rows:
-            self.runs.append(self.buffer.seal(self.shard_count))
-            self.buffer.rows = 0
+            if self.runs:
+                self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
+                self.buffer = RunBuffer(0, 0)
+            else:
+                self.runs.append(self.buffer.seal(self.shard_count))
+                self.buffer.rows = 0
         return self.runs
 
     def discard(self) -> None:
@@ -132,46 +148,147 @@ class TarSummary:
     end_marker: bool = False
 
 
+def _fast_scanner() -> ModuleType | None:
+    """``chunkstore.tarscan`` when the numba kernels are in use (the pysha3 backend keeps numba out)."""
+    from chunkstore.swarm.bmt import backend as hashing
+
+    if not hashing.accelerated():
+        return None
+    from . import tarscan
+
+    return tarscan
+
+
 def read_tar(stream: Readable, ring: SharedRing, workers: Workers, collector: Collector, tick: Tick) -> TarSummary:
-    """Read the reference node's export; raises ``CorruptInput`` / ``ImportRefused`` naming the entry."""
+    """Read the reference node's export; raises ``CorruptInput`` / ``ImportRefused`` naming the entry.
+
+    Slabs of the input go into the ring whole and their plain entries are
+    parsed in numba (chunkstore/tarscan.py); from the first entry that is not
+    plain (or without numba) ``TarReader`` reads the rest, one entry at a time.
+    """
+    pending: deque[tuple[int, TarTask, int]] = deque()  # first ordinal, task, ring ranges it frees
+    state = {"first": 0, "seen": 0, "offset": 0}
+
+    def consume() -> None:
+        verdict = workers.result()
+        at, task, frees = pending.popleft()
+        if verdict.bad is not None:
+            i, message = verdict.bad
+            raise ImportRefused(f"tar entry {at + i} (chunk {task.addresses[i].tobytes().hex()}): {message}; nothing was imported")
+        if len(task.starts):
+            offsets = task.starts + tarf.LENGTH_PREFIX
+            stamps = ring.array[(offsets + task.data_lengths)[:, None] + _STAMP_COLS]
+            collector.add(task.addresses, stamps, verdict.kinds, at, ring.array, offsets, task.data_lengths)
+        ring.release(frees)
+        tick(state["offset"] - state["seen"])
+        state["seen"] = state["offset"]
+
+    def submit(task: TarTask, frees: int) -> None:
+        workers.submit(task)
+        pending.append((state["first"], task, frees))
+        state["first"] += len(task.starts)
+        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count):
+            consume()  # keep verdicts flowing so the run buffer fills while workers validate
+
+    scanner = _fast_scanner()
+    rest: Readable = stream
+    at = 0  # input offset where ``rest`` starts
+    if scanner is not None:
+        leftover, eof = _read_tar_slabs(stream, ring, workers, scanner, submit, consume, state)
+        if leftover is None:  # the whole input was plain
+            while workers.outstanding:
+                consume()
+            return TarSummary(entries=state["first"], end_marker=False)
+        rest = PrefixedStream(leftover, _Empty() if eof else stream)
+        at = state["offset"] - len(leftover)
+    summary = _read_tar_entries(rest, at, ring, workers, submit, consume, state)
+    while workers.outstanding:
+        consume()
+    return summary
+
+
+class _Empty:
+    """A stream at its end (what is left after a slab that read the input to its end)."""
+
+    def readinto(self, buf: memoryview) -> int:
+        return 0
+
+    def read(self, n: int) -> bytes:
+        return b""
+
+
+def _read_tar_slabs(stream: Readable, ring: SharedRing, workers: Workers, scanner: ModuleType,
+                    submit: Callable[[TarTask, int], None], consume: Callable[[], None],
+                    state: dict[str, int]) -> tuple[bytes | None, bool]:  # fmt: skip
+    """Plain entries, a slab of the input at a time, each slab read straight into the ring.
+
+    Returns the input from the first entry that is not plain on (None when
+    the input ended cleanly) and whether the stream is exhausted. An entry
+    cut by a slab's end is carried to the start of the next slab.
+    """
+    slab = TAR_SHAPE.ring_bytes
+    cap = TAR_TASK_ENTRIES
+    starts = np.empty(cap, np.int64)
+    lengths = np.empty(cap, np.int64)
+    addresses = np.empty((cap, 32), np.uint8)
+    carry = b""
+    while True:
+        off = _wait_for_room(ring, slab, workers, consume, lambda: None)
+        view = ring.view[off : off + slab]
+        view[: len(carry)] = carry
+        got = _read_exact(stream, view[len(carry) :])
+        state["offset"] += got
+        end = len(carry) + got
+        eof = end < slab
+        at = 0
+        tasks = []
+        while True:
+            n, nxt, why = scanner.scan(ring.array, off + at, off + end, eof, cap, starts, lengths, addresses)
+            at = nxt - off
+            if n:
+                tasks.append(TarTask(starts[:n].copy(), lengths[:n].copy(), addresses[:n].copy()))
+            if why != scanner.MORE or n < cap:
+                break
+        if not tasks:  # nothing plain in it: an empty task still frees the slab, in its turn
+            tasks.append(TarTask(np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 32), np.uint8)))
+        rest = bytes(view[at:end])
+        if at == 0 and why == scanner.MORE and not eof:
+            why = scanner.OTHER  # one entry longer than a slab: TarReader reads any size
+        for j, task in enumerate(tasks):
+            submit(task, 1 if j == len(tasks) - 1 else 0)  # the slab's range goes with its last task
+        if why == scanner.OTHER:
+            return rest, eof
+        if eof:
+            return (rest or None), True  # a partial entry at the end: TarReader says how it is cut
+        carry = rest
+
+
+def _read_tar_entries(stream: Readable, at: int, ring: SharedRing, workers: Workers,
+                      submit: Callable[[TarTask, int], None], consume: Callable[[], None],
+                      state: dict[str, int]) -> TarSummary:  # fmt: skip
+    """The input from offset ``at`` on, one entry at a time (``TarReader``: every header a tar may have)."""
     reader = tarf.TarReader(stream)
+    reader.entries = state["first"]  # numbering and offsets go on from where the slabs stopped
+    reader.offset = at
     cap = TAR_TASK_ENTRIES
     starts = np.empty(cap, np.int64)
     lengths = np.empty(cap, np.int64)
     names: list[str] = []
-    pending: deque[tuple[int, TarTask]] = deque()
-    first = 0
     task_bytes = 0
-    seen = 0
-
-    def consume() -> None:
-        nonlocal seen
-        verdict = workers.result()
-        at, task = pending.popleft()
-        if verdict.bad is not None:
-            i, message = verdict.bad
-            raise ImportRefused(f"tar entry {at + i} (chunk {task.addresses[i].tobytes().hex()}): {message}; nothing was imported")
-        offsets = task.starts + tarf.LENGTH_PREFIX
-        stamps = ring.array[(offsets + task.data_lengths)[:, None] + _STAMP_COLS]
-        collector.add(task.addresses, stamps, verdict.kinds, at, ring.array, offsets, task.data_lengths)
-        ring.release(len(task.starts))
-        tick(reader.offset - seen)
-        seen = reader.offset
 
     def flush() -> None:
-        nonlocal first, task_bytes
+        nonlocal task_bytes
         k = len(names)
         if not k:
             return
-        task = TarTask(starts[:k].copy(), lengths[:k].copy(), _addresses(names, first))
-        workers.submit(task)
-        pending.append((first, task))
-        first += k
+        task = TarTask(starts[:k].copy(), lengths[:k].copy(), _addresses(names, state["first"]))
         names.clear()
         task_bytes = 0
+        submit(task, k)  # one ring range per entry
 
     while True:
         entry = reader.next_entry()
+        state["offset"] = reader.offset
         if entry is None:
             break
         name, size = entry
@@ -186,6 +303,7 @@ def read_tar(stream: Readable, ring: SharedRing, workers: Workers, collector: Co
         # The entry's padding comes along in the same read: one call per entry, not two.
         off = _wait_for_room(ring, size + tarf.padding(size), workers, consume, flush)
         reader.read_padded(ring.view[off : off + size + tarf.padding(size)])
+        state["offset"] = reader.offset
         data_length = int.from_bytes(ring.view[off : off + 4], "big")
         if size != tarf.LENGTH_PREFIX + data_length + STAMP_SIZE:
             missing = " (the entry has no stamp)" if size == tarf.LENGTH_PREFIX + data_length else ""
@@ -200,11 +318,7 @@ def read_tar(stream: Readable, ring: SharedRing, workers: Workers, collector: Co
         task_bytes += size
         if k + 1 == cap or task_bytes >= TAR_TASK_BYTES:
             flush()
-            while workers.outstanding > 2 * max(1, workers.count):
-                consume()  # keep verdicts flowing so the run buffer fills while workers validate
     flush()
-    while workers.outstanding:
-        consume()
     return TarSummary(entries=reader.entries, end_marker=reader.end_marker)
 
 
@@ -294,7 +408,7 @@ def read_snapshot(
             raise CorruptInput(f"snapshot truncated after frame {number - 1} (at byte {offset}): its index of frames is missing")
         else:
             raise CorruptInput(f"snapshot frame {number} (at byte {offset}): no frame header there: the file is corrupted")
-        while workers.outstanding > 2 * max(1, workers.count):
+        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count):
             consume()  # keep verdicts flowing so the run buffer fills while workers decode
     while workers.outstanding:
         consume()

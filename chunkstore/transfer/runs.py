@@ -30,6 +30,10 @@ import numpy as np
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import STAMP_SIZE
 
+from .bytecopy import gather
+
+SPILL_BLOCK = 4 << 20  # bytes of records gathered per write when a run is spilled
+
 KEY_SIZE = 73
 INDEX = np.dtype([("key", "S73"), ("ord", "<u8"), ("off", "<u8"), ("len", "<u2"), ("kind", "u1"), ("tail", "V73")])
 ROW = INDEX.itemsize
@@ -103,11 +107,7 @@ class RunBuffer:
             self.arena[u : u + total] = src[start : start + total]
             rows["off"] = offsets - start + u
         else:
-            at = u
-            arena, source = self.arena.data, src.data  # memoryview slices copy with the least overhead
-            for o, ln in zip(offsets.tolist(), lengths.tolist(), strict=True):
-                arena[at : at + ln] = source[o : o + ln]
-                at += ln
+            gather(src, offsets, lengths, self.arena, u)
             rows["off"][0] = u
             np.cumsum(lengths[:-1], out=rows["off"][1:])
             rows["off"][1:] += u
@@ -136,10 +136,18 @@ class RunBuffer:
         """Sort, write the run to ``directory``, and empty the buffer for reuse."""
         srt, bounds, slots = self._sort(shard_count)
         base = os.path.join(directory, f"run-{number:05d}")
-        arena = self.arena.data
-        with open(base + ".dat", "wb", buffering=1 << 20) as f:
-            for o, ln in zip(srt["off"].tolist(), srt["len"].tolist(), strict=True):
-                f.write(arena[o : o + ln])
+        offs, lens = srt["off"].astype(np.int64), srt["len"].astype(np.int64)
+        block = np.empty(SPILL_BLOCK, np.uint8)
+        with open(base + ".dat", "wb") as f:
+            # The records in key order, gathered into blocks: one write per block, not per record.
+            ends = np.cumsum(lens)
+            i, n = 0, len(srt)
+            while i < n:
+                before = int(ends[i - 1]) if i else 0
+                j = max(i + 1, int(np.searchsorted(ends, before + SPILL_BLOCK, "right")))
+                end = gather(self.arena, offs[i:j], lens[i:j], block, 0)
+                f.write(block.data[:end])
+                i = j
         lengths = srt["len"].astype(np.uint64)
         srt["off"][0] = 0
         np.cumsum(lengths[:-1], out=srt["off"][1:])

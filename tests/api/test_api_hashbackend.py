@@ -86,6 +86,27 @@ def test_estimate_reflects_the_backend():
     assert slow["estimatedSeconds"] > 2 * fast["estimatedSeconds"]
 
 
+def test_estimate_of_a_large_run_uses_its_own_hashing_time():
+    """A run that hashed many chunks is estimated from its own hashing time, not the backend's.
+
+    Measured on a 2^22-chunk store (bench/bench_scale.py), the backend's
+    single-threaded time per chunk made the estimate 40% short of the sample;
+    before, a run's own hashing time was never used.
+    """
+    from sampler.pipeline import default_workers
+
+    stats = {"total_iterated": 1_000_000, "chunk_loads": 1_000_000, "workers": 2,
+             "taddr_duration": 20.0, "iteration_duration": 2.0, "chunk_load_duration": 3.0}  # fmt: skip
+    est = _estimate(stats, "numba", 10.0, 585)
+    assert est["hashMeasuredInRun"] is True
+    assert est["hashMicrosecondsPerChunk"] == pytest.approx(20.0)
+    # 25 us of work per entry in all (20 hashing, 5 reading and walking), on the run's workers
+    parallel = min(2, default_workers())
+    assert est["estimatedSeconds"] == pytest.approx((1 << 22) * 25e-6 / parallel)
+    small = _estimate({**stats, "total_iterated": 2000, "chunk_loads": 2000}, "numba", 1.0, 585)
+    assert small["hashMeasuredInRun"] is False  # too few chunks: start-up costs would dominate
+
+
 def _textbook_hash(store, anchor: bytes) -> str:
     pairs = []
     for address, ctype, _, _ in store.iter_neighbourhood(b"", 0):

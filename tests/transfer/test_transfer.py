@@ -347,6 +347,33 @@ def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries):
     assert verify_store(str(tmp_path / "bulk")).ok
 
 
+def test_many_runs_are_published_by_appends(tmp_path, monkeypatch):
+    """Merged from many runs into an empty store, every chunk is appended past the shard's last key.
+
+    Publishing gathers merge blocks before it writes; a block split between
+    two writes would send the second one down the one-put-per-record path.
+    """
+    from chunkstore.transfer import bulkload
+
+    s1 = Stamper(B1)
+    records = [entry(a, d, s1.stamp(a)) for a, d in (random_cac(100 + i) for i in range(300))]
+    src = str(tmp_path / "in.tar")
+    write_tar(src, records)
+
+    def small(budget, baseline, workers, shape):
+        return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=64 << 10, rows=16, phase2=1 << 20)
+
+    slow = []
+    real = bulkload._ShardAppender._put_chunk
+    monkeypatch.setattr(importer, "plan_sizes", small)
+    monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 8)
+    monkeypatch.setattr(bulkload._ShardAppender, "_put_chunk", lambda self, *a: slow.append(1) or real(self, *a))
+    report = _import(str(tmp_path / "bulk"), src, batches=[B1])
+    assert report.runs > 10 and report.load.written == len(records)
+    assert not slow
+    assert verify_store(str(tmp_path / "bulk")).ok
+
+
 def test_import_into_a_store_holding_it_already_is_a_no_op(tmp_path, entries):
     src = str(tmp_path / "in.tar")
     write_tar(src, entries)

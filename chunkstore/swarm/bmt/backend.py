@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from ..constants import HASH_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE
 from ..errors import InvalidChunk
 from ..keccak import keccak256
 from . import reference as _reference
+
+if TYPE_CHECKING:
+    from .numba_kernels import PrefixContext
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,14 @@ ROW_STRIDE = -(-MAX_SOC_SIZE // 16) * 16
 # permutation also beat the scalar one 3-4x when compiled for AVX2-only and
 # SSE2-only targets); False pins the scalar permutation everywhere.
 _WIDE = True
+# Hash batches of mostly full chunks one chunk per vector lane
+# (lane_kernels.py: about twice as fast per full chunk as the
+# per-chunk kernel, measured by bench/bench_keccak.py); False pins the per-chunk
+# kernel (tests and benchmarks compare the two).
+_LANES = True
+# The lane kernel hashes zero padding like data; below this mean payload the
+# per-chunk kernel, which skips zero subtrees, is cheaper.
+_LANES_MIN_MEAN_PAYLOAD = 1024
 
 # A fixed chunk checked against the reference at selection time, so a
 # miscompiled kernel (wrong CPU features, numba bug) can never go live.
@@ -88,13 +99,15 @@ def _load_numba() -> ModuleType:
     if sys.byteorder != "little":
         # The kernels read digests straight out of little-endian lanes.
         raise RuntimeError("big-endian host")
-    from . import numba_kernels
+    from . import lane_kernels, numba_kernels
 
     numba_kernels.warm_up()
     expected = _reference.chunk_hash(_SELF_TEST_DATA, _SELF_TEST_PREFIX)
     for wide in (True, False):
         if _numba_chunk_hash(numba_kernels, _SELF_TEST_DATA, _SELF_TEST_PREFIX, wide) != expected:
             raise RuntimeError(f"self-test: numba BMT hash (wide={wide}) differs from the reference")
+    if _lanes_chunk_hash(numba_kernels, lane_kernels, _SELF_TEST_DATA, _SELF_TEST_PREFIX) != expected:
+        raise RuntimeError("self-test: numba lane BMT hash differs from the reference")
     return numba_kernels
 
 
@@ -183,12 +196,44 @@ def _numba_batch(
 ) -> None:
     ctx = kn.prefix_context(prefix)
     plain = kn.prefix_context(b"")
+    if wide is None and _LANES and _lanes_suit(ctx, lengths, offsets):
+        from . import lane_kernels
+
+        lane_kernels.bmt_rows(
+            buf, lengths, offsets, is_soc, soc_addresses, ctx.node_init, ctx.span_init, ctx.tail_len,
+            plain.node_init, out,
+        )  # fmt: skip
+        return
     kn.bmt_batch(
         buf, lengths, offsets, is_soc, soc_addresses,
         ctx.node_init, ctx.node_tail, ctx.node_blocks,
         ctx.span_init, ctx.span_tail, ctx.span_blocks,
         ctx.tail_len, ctx.zeros, plain.node_init, _WIDE if wide is None else wide, out,
     )  # fmt: skip
+
+
+def _lanes_suit(ctx: PrefixContext, lengths: np.ndarray, offsets: np.ndarray) -> bool:
+    """Is the lane kernel the faster (and an able) one for this batch?"""
+    from . import lane_kernels
+
+    n = lengths.shape[0]
+    if n < 2 or ctx.node_blocks != 1 or ctx.span_blocks != 1 or not lane_kernels.fits_one_block(ctx.tail_len):
+        return False
+    payload = int(lengths.sum()) - int(offsets.sum()) - SPAN_SIZE * n
+    return bool(payload >= _LANES_MIN_MEAN_PAYLOAD * n)
+
+
+def _lanes_chunk_hash(kn: ModuleType, kl: ModuleType, data: bytes, prefix: bytes) -> bytes:
+    """One chunk through the lane kernel (the other lanes repeat it)."""
+    buf = np.zeros((1, MAX_CAC_SIZE), np.uint8)
+    buf[0, : len(data)] = np.frombuffer(data, np.uint8)
+    out = np.empty((1, HASH_SIZE), np.uint8)
+    ctx, plain = kn.prefix_context(prefix), kn.prefix_context(b"")
+    kl.bmt_rows(
+        buf, np.array([len(data)], np.int64), np.zeros(1, np.int64), np.zeros(1, np.uint8), _NO_SOC,
+        ctx.node_init, ctx.span_init, ctx.tail_len, plain.node_init, out,
+    )  # fmt: skip
+    return bytes(out[0].tobytes())
 
 
 _NO_SOC = np.zeros((1, HASH_SIZE), np.uint8)

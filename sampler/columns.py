@@ -1,0 +1,365 @@
+"""Phase 1 of one shard as columns: index walk, filters, chunk positions, read-ahead, copies.
+
+The numba half of the direct scan (``sampler.worker.scan_direct`` drives it):
+
+* :func:`scan_entries` walks the stamp index from where it stopped, applies
+  the index filters (below-balance batch, chunk type, stamp time; the
+  neighbourhood and storage radius are the key range) and fills the columns
+  of a block: rows (one per chunk and type) and entries (row, batch id);
+* :func:`locate_rows` finds each row's data in the file: where its head
+  (inline in a leaf, or in its own overflow page) and its tail are;
+* :func:`prefetch` asks the kernel for the heads of a block, sorted by file
+  position and merged into runs (``posix_fadvise(WILLNEED)`` only queues the
+  reads, so a worker keeps several blocks of reads in flight while it hashes);
+* :func:`copy_rows` reads each row into the hashing buffer with ``pread``
+  (one copy, straight from the page cache) and checks each overflow page's
+  header.
+
+The rules are the per-row loop's (``sampler.worker.scan_rows``), entry for
+entry and counter for counter; ``tests/test_sample_columns.py`` holds them
+to it on random stores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from chunkstore.store.layout import HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
+from chunkstore.swarm.bmt.numba_kernels import _jit
+from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
+
+from .lmdbfile import (
+    E_NODE,
+    E_PAGE,
+    E_READ,
+    END,
+    I_DEPTH,
+    I_LEAF,
+    I_PSIZE,
+    OK,
+    P_OVERFLOW,
+    PAGEHDRSZ,
+    POSIX_FADV_WILLNEED,
+    RWF_NOWAIT,
+    _cmp,
+    _entry,
+    _seek,
+    _step,
+    _u16,
+    _u64,
+    _value_at,
+    sys_fadvise,
+    sys_pread,
+    sys_preadv2,
+)
+
+ADDRESS = ADDRESS_SIZE
+STAMP_KEY = STAMP_KEY_SIZE
+STAMP_VALUE = STAMP_VALUE_SIZE
+CAC, SOC = int(ChunkType.CAC), int(ChunkType.SOC)
+DATA_AT = 24  # where a row's data starts: room before it for an overflow page's 16-byte header
+MISSING, INLINE, OVERFLOW, COPIED = 0, 1, 2, 3  # COPIED: an inline tail already copied out of its leaf
+TAIL_ROOM = 256  # bytes of a row's tail kept with the block (a full chunk's tail is 24, a SOC's up to 121)
+
+# counts[] slots
+C_TOTAL, C_BELOW, C_ROGUE, C_NEW, C_DISTINCT = range(5)  # C_DISTINCT: chunks walked (addresses)
+
+
+@_jit(inline="always")
+def _less_row(a: np.ndarray, ai: int, b: np.ndarray, bi: int) -> int:
+    """Compare 32-byte rows a[ai] and b[bi]: -1, 0, 1."""
+    for k in range(ADDRESS):
+        x = a[ai, k]
+        y = b[bi, k]
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+@_jit
+def _excluded(page: np.ndarray, at: int, excluded: np.ndarray) -> bool:
+    """Is the batch id at ``page[at:at + 32]`` one of the (sorted) excluded ids?"""
+    lo, hi = 0, excluded.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        c = 0
+        for k in range(ADDRESS):
+            x = excluded[mid, k]
+            y = page[at + k]
+            if x != y:
+                c = -1 if x < y else 1
+                break
+        if c == 0:
+            return True
+        if c < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return False
+
+
+@_jit
+def scan_entries(
+    pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, info: np.ndarray,
+    state: np.ndarray, lo: np.ndarray, hi: np.ndarray, has_hi: bool, excluded: np.ndarray, consensus: np.uint64,
+    max_entries: int, row_addr: np.ndarray, row_type: np.ndarray, ent_row: np.ndarray, ent_batch: np.ndarray,
+    counts: np.ndarray, walked_last: np.ndarray,
+) -> tuple[int, int, int]:  # fmt: skip
+    """Walk the stamp index from where the last call stopped; fill one block.
+
+    ``state``: [started, finished]; ``walked_last``: the address of the last
+    entry walked and, in byte 32, whether there was one (for counting the
+    distinct chunks walked, across calls). Stops after ``max_entries`` walked, but
+    only where the address changes (a chunk's entries stay in one block, so
+    it is hashed once), unless the entry columns are full. Returns
+    ``(rows, entries, status)``; status OK, END (the range is done) or an
+    error code from the cursor.
+    """
+    if state[1]:
+        return 0, 0, END
+    if not state[0]:
+        state[0] = 1
+        rc = _seek(pages, pg, ix, nk, info, lo, ADDRESS)
+        if rc != OK:
+            state[1] = 1
+            return 0, 0, rc
+    cap = ent_row.shape[0]
+    psize = info[I_PSIZE]
+    rows = 0
+    ents = 0
+    walked = 0
+    last_type = -1
+    while True:
+        off = _entry(pages, ix, info)
+        if off < 0:
+            return rows, ents, E_NODE
+        leaf = pages[info[I_LEAF]]
+        if _u16(leaf, off + 6) != STAMP_KEY or _u16(leaf, off + 4) != 0 or (_u16(leaf, off) | (_u16(leaf, off + 2) << 16)) != STAMP_VALUE:
+            return rows, ents, E_NODE
+        key = off + 8
+        if key + STAMP_KEY + STAMP_VALUE > psize:
+            return rows, ents, E_NODE
+        if has_hi and _cmp(leaf, off, hi, ADDRESS) >= 0:
+            state[1] = 1
+            return rows, ents, END
+        new_address = rows == 0
+        if not new_address:
+            for k in range(ADDRESS):
+                if leaf[key + k] != row_addr[rows - 1, k]:
+                    new_address = True
+                    break
+        if walked >= max_entries and (new_address or ents >= cap):
+            return rows, ents, OK
+        if ents >= cap:
+            return rows, ents, OK
+        walked += 1
+        counts[C_TOTAL] += 1
+        same = walked_last[ADDRESS] != 0
+        for k in range(ADDRESS):
+            if same and leaf[key + k] != walked_last[k]:
+                same = False
+            walked_last[k] = leaf[key + k]
+        walked_last[ADDRESS] = 1
+        if not same:
+            counts[C_DISTINCT] += 1
+        value = key + STAMP_KEY
+        chunk_type = leaf[value]
+        ts = np.uint64(0)
+        for b in range(8):
+            ts = (ts << np.uint64(8)) | np.uint64(leaf[value + 1 + b])
+        if excluded.shape[0] and _excluded(leaf, key + ADDRESS, excluded):
+            counts[C_BELOW] += 1
+        elif chunk_type != CAC and chunk_type != SOC:
+            counts[C_ROGUE] += 1
+        elif ts > consensus:
+            counts[C_NEW] += 1
+        else:
+            if new_address or chunk_type != last_type:
+                # A chunk's further stamps share its row while the type stays (the entries
+                # of one address are adjacent); a different type byte is hashed as its own row.
+                for k in range(ADDRESS):
+                    row_addr[rows, k] = leaf[key + k]
+                row_type[rows] = chunk_type
+                rows += 1
+                last_type = chunk_type
+            ent_row[ents] = rows - 1
+            for k in range(ADDRESS):
+                ent_batch[ents, k] = leaf[key + ADDRESS + k]
+            ents += 1
+        rc = _step(pages, pg, ix, nk, info)
+        if rc != OK:
+            state[1] = 1
+            return rows, ents, rc
+
+
+@_jit
+def _find(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, info: np.ndarray,
+          key: np.ndarray) -> tuple[int, int, int]:  # fmt: skip
+    """(kind, file position, size) of the value stored at the 32-byte ``key``; kind MISSING if absent, <0 error."""
+    rc = _seek(pages, pg, ix, nk, info, key, ADDRESS)
+    if rc == END:
+        return MISSING, 0, 0
+    if rc < 0:
+        return rc, 0, 0
+    off = _entry(pages, ix, info)
+    if off < 0:
+        return E_NODE, 0, 0
+    if _cmp(pages[info[I_LEAF]], off, key, ADDRESS) != 0:
+        return MISSING, 0, 0
+    kind, pos, size = _value_at(pages, pg, ix, info, off)
+    if kind < 0:
+        return E_NODE, 0, 0
+    return kind, pos, size
+
+
+@_jit
+def locate_rows(
+    c_pages: np.ndarray, c_pg: np.ndarray, c_ix: np.ndarray, c_nk: np.ndarray, c_info: np.ndarray,
+    t_pages: np.ndarray, t_pg: np.ndarray, t_ix: np.ndarray, t_nk: np.ndarray, t_info: np.ndarray,
+    row_addr: np.ndarray, n: int, where: np.ndarray, tails: np.ndarray,
+) -> int:  # fmt: skip
+    """Where each row's data is: ``where[i] = (head kind, head position, head size, tail kind, tail position,
+    tail size)``. A head of exactly ``HEAD_SIZE`` bytes may have a tail (absent: a 4080-byte chunk). A tail
+    stored inline is copied into ``tails[i]`` here, from the leaf this walk has read anyway (kind COPIED):
+    one read per chunk fewer."""
+    key = np.empty(ADDRESS, np.uint8)
+    psize = t_info[I_PSIZE]
+    for i in range(n):
+        for k in range(ADDRESS):
+            key[k] = row_addr[i, k]
+        kind, pos, size = _find(c_pages, c_pg, c_ix, c_nk, c_info, key)
+        if kind < 0:
+            return kind
+        where[i, 0], where[i, 1], where[i, 2] = kind, pos, size
+        where[i, 3], where[i, 4], where[i, 5] = MISSING, 0, 0
+        if kind != MISSING and size == HEAD_SIZE and t_info[I_DEPTH] > 0:
+            tkind, tpos, tsize = _find(t_pages, t_pg, t_ix, t_nk, t_info, key)
+            if tkind < 0:
+                return tkind
+            if tkind == INLINE and tsize <= tails.shape[1]:
+                leaf = t_info[I_LEAF]
+                at = tpos - t_pg[leaf] * psize
+                for b in range(tsize):
+                    tails[i, b] = t_pages[leaf, at + b]
+                tkind = COPIED
+            where[i, 3], where[i, 4], where[i, 5] = tkind, tpos, tsize
+    return OK
+
+
+@_jit
+def cached(fd: int, where: np.ndarray, n: int, probes: int) -> bool:
+    """Are the heads of ``probes`` rows spread over the block in the page cache already?
+
+    One byte of each is read with ``RWF_NOWAIT``, which fails instead of
+    waiting for the disk: a warm block skips the read-ahead requests, which
+    cost a system call per run of pages even when every page is cached.
+    """
+    if n == 0:
+        return True
+    byte = np.zeros(1, np.uint8)
+    iov = np.zeros(2, np.int64)
+    iov[0] = byte.ctypes.data
+    iov[1] = 1
+    step = max(1, n // probes)
+    for i in range(0, n, step):
+        if where[i, 0] != OVERFLOW:
+            continue
+        if sys_preadv2(fd, iov.ctypes.data, 1, where[i, 1], RWF_NOWAIT) != 1:
+            return False
+    return True
+
+
+@_jit
+def prefetch(fd: int, where: np.ndarray, n: int, psize: int) -> int:
+    """Queue the reads of the rows' overflow heads, sorted and merged into runs of pages; returns the runs."""
+    pages = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        if where[i, 0] == OVERFLOW:
+            pages[m] = (where[i, 1] - PAGEHDRSZ) // psize
+            m += 1
+    if m == 0:
+        return 0
+    ordered = np.sort(pages[:m])
+    runs = 0
+    start = ordered[0]
+    end = start + 1
+    for j in range(1, m + 1):
+        if j < m and ordered[j] <= end:
+            end = max(end, ordered[j] + 1)
+            continue
+        sys_fadvise(fd, start * psize, (end - start) * psize, POSIX_FADV_WILLNEED)
+        runs += 1
+        if j < m:
+            start = ordered[j]
+            end = start + 1
+    return runs
+
+
+@_jit
+def copy_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int, buf: np.ndarray,
+              lengths: np.ndarray, status: np.ndarray) -> int:  # fmt: skip
+    """Read each located row into ``buf[i, DATA_AT:]``; ``lengths[i]`` = DATA_AT + data size.
+
+    ``status[i]``: 1 read, 0 missing chunk, -1 too long for a row. Returns
+    OK, or an error code when a read fails or an overflow page's header is
+    not the page the index named (never hashed: the caller falls back).
+    """
+    room = buf.shape[1] - DATA_AT
+    base = buf.ctypes.data
+    stride = buf.strides[0]
+    for i in range(n):
+        kind, pos, size = where[i, 0], where[i, 1], where[i, 2]
+        tkind, tpos, tsize = where[i, 3], where[i, 4], where[i, 5]
+        if kind == MISSING:
+            status[i] = 0
+            continue
+        if size + tsize > room:
+            status[i] = -1
+            continue
+        row = base + i * stride
+        if kind == OVERFLOW:
+            got = sys_pread(fd, row + DATA_AT - PAGEHDRSZ, PAGEHDRSZ + size, pos - PAGEHDRSZ)
+            if got != PAGEHDRSZ + size:
+                return E_READ
+            at = DATA_AT - PAGEHDRSZ
+            if np.int64(_u64(buf[i], at)) != (pos - PAGEHDRSZ) // psize or not (_u16(buf[i], at + 10) & P_OVERFLOW):
+                return E_PAGE
+        else:
+            if sys_pread(fd, row + DATA_AT, size, pos) != size:
+                return E_READ
+        if tkind == COPIED:
+            for b in range(tsize):
+                buf[i, DATA_AT + size + b] = tails[i, b]
+        elif tkind != MISSING and tsize:
+            if sys_pread(fd, row + DATA_AT + size, tsize, tpos) != tsize:
+                return E_READ
+        lengths[i] = DATA_AT + size + tsize
+        status[i] = 1
+    return OK
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every function with the argument types the scan uses.
+
+    Called at import: the sampler's fork server imports this module, so the
+    worker processes it forks start with the machine code in place.
+    """
+    from .lmdbfile import MAX_DEPTH
+
+    cursor = (np.zeros((MAX_DEPTH, 4096), np.uint8), *(np.zeros(MAX_DEPTH, np.int64) for _ in range(3)), np.zeros(8, np.int64))
+    where = np.zeros((1, 6), np.int64)
+    rows = np.zeros((1, ADDRESS), np.uint8)
+    finished = np.array([1, 1], np.int64)
+    key = np.zeros(ADDRESS, np.uint8)
+    scan_entries(*cursor, finished, key, key.copy(), True, np.zeros((0, ADDRESS), np.uint8), np.uint64(0), 1,
+                 rows, np.zeros(1, np.uint8), np.zeros(1, np.int64), rows.copy(), np.zeros(5, np.int64),
+                 np.zeros(ADDRESS + 1, np.uint8))  # fmt: skip
+    tails = np.zeros((1, TAIL_ROOM), np.uint8)
+    locate_rows(*cursor, *cursor, rows, 0, where, tails)
+    cached(-1, where, 0, 1)
+    prefetch(-1, where, 0, 4096)
+    copy_rows(-1, where, tails, 0, 4096, np.zeros((1, 64), np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
+warm_up()

@@ -1,0 +1,211 @@
+"""Phase 1's direct scan (columns from the data file) against the per-row scan, entry for entry.
+
+The row scan (``sampler.worker.scan_rows``) is the rule: py-lmdb, one index
+entry at a time. The direct scan must keep exactly the same candidates and
+count exactly the same things on stores holding every kind of entry: rogue
+type bytes (0, 3, 255), below-balance batches, stamps after the consensus
+time, chunks outside the storage radius, entries whose chunk is missing,
+data that cannot be a chunk of its entry's type, a 4080-byte chunk (a head
+and no tail), a value too long for any chunk, a chunk under many stamps,
+blocks cut small so chunks straddle them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.cac import make_cac
+from chunkstore.swarm.constants import ChunkType
+from chunkstore.swarm.keccak import keccak256
+from chunkstore.swarm.stamp import Stamp
+from sampler import reserve_sample, worker
+from sampler.batches import below_balance_batches
+from sampler.worker import ShardTask, scan_direct, scan_rows
+from tests.sampler.helpers import build_world, force_data, force_entry
+
+pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="the direct scan needs numba")
+
+DEFAULT_BLOCK, DEFAULT_LOOKAHEAD = worker.BLOCK, worker.LOOKAHEAD
+COUNTERS = ("total_iterated", "below_balance_ignored", "rogue_chunks", "new_ignored", "distinct_chunks", "chunk_loads",
+            "chunk_load_failed")
+SHARDS = 3
+
+
+class _Fixture(tuple):
+    """(world, oversized address) with a short repr: hypothesis prints fixtures of failing examples."""
+
+    def __new__(cls, w, oversized: bytes) -> _Fixture:
+        return super().__new__(cls, (w, oversized))
+
+    def __repr__(self) -> str:
+        return "<world>"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    w = build_world(str(tmp_path_factory.mktemp("columns") / "store"), 500, seed=11, shards=SHARDS)
+    rng = random.Random(5)
+    store = w.store
+    addresses = sorted(w.chunks)
+    base = w.base_time
+    batch_a = keccak256(b"batch A")
+
+    def entry(address: bytes, chunk_type: int, index: int, ts: int = base) -> None:
+        force_entry(store, address, Stamp(batch_a, index.to_bytes(8, "big"), ts.to_bytes(8, "big"), bytes(65)), chunk_type)
+
+    for i, kind in enumerate((0, 3, 255, 0x81)):  # rogue type bytes beside real entries
+        entry(rng.choice(addresses), kind, 10_000 + i)
+    for i in range(3):  # entries whose chunk is missing
+        entry(rng.randbytes(32), ChunkType.CAC, 20_000 + i)
+    cacs = [a for a in addresses if w.chunks[a][1] == ChunkType.CAC and len(w.chunks[a][0]) < 97 + 8]
+    for i, address in enumerate(cacs[:3]):  # a CAC's data read as a SOC: too short to be one
+        entry(address, ChunkType.SOC, 30_000 + i)
+    head_only, data = make_cac(bytes(4072))  # 4080 bytes: a head and no tail
+    force_data(store, head_only, data)
+    entry(head_only, ChunkType.CAC, 40_000)
+    entry(head_only, ChunkType.CAC, 40_001, ts=base + 10**12)  # the same chunk stamped after the consensus
+    many = rng.choice(addresses)
+    for i in range(12):  # one chunk under many stamps, types alternating
+        entry(many, ChunkType.CAC if i % 3 else ChunkType.SOC, 50_000 + i)
+    oversized = rng.choice(addresses)
+    force_data(store, oversized, rng.randbytes(4300))  # longer than any chunk: never hashed
+    yield _Fixture(w, oversized)
+    store.close()
+
+
+def _task(world, shard: int, anchor: bytes, depth: int, consensus: int, min_balance: int | None, k: int,
+          after: tuple[bytes, bytes] | None, overlay: bytes, radius: int) -> ShardTask:  # fmt: skip
+    excluded = below_balance_batches(world.store.batches, min_balance)
+    return ShardTask(world.path, shard, anchor, depth, consensus, excluded, k, after, None, overlay=overlay, radius=radius)
+
+
+def _both(world, task: ShardTask):
+    shard = world.store.shard(task.shard)
+    with shard.snapshot() as snap:
+        rows = scan_rows(task, snap)
+    with shard.snapshot() as snap:
+        direct = scan_direct(task, snap)
+    return rows, direct
+
+
+def _same(rows, direct) -> None:
+    assert direct.candidates == rows.candidates
+    assert direct.complete == rows.complete
+    assert {c: direct.stats[c] for c in COUNTERS} == {c: rows.stats[c] for c in COUNTERS}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    anchor_len=st.sampled_from([1, 2, 32]),
+    depth=st.integers(0, 4),
+    consensus_offset=st.sampled_from([0, 300, 700, 1000, 10**15]),
+    min_balance=st.sampled_from([None, 100, 10**6]),
+    k=st.sampled_from([1, 3, 64]),
+    radius=st.integers(0, 3),
+    small_blocks=st.booleans(),
+    rescan=st.booleans(),
+)
+def test_direct_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth, consensus_offset, min_balance, k,
+                                     radius, small_blocks, rescan) -> None:  # fmt: skip
+    w, _ = world
+    rng = random.Random(seed)
+    anchor = rng.randbytes(anchor_len)
+    overlay = rng.randbytes(32) if radius else b""
+    # Blocks of a few entries make the read-ahead queue cycle; the slack keeps every chunk's
+    # entries in one block, as the default sizes do for any chunk with fewer than 256 stamps.
+    # (hypothesis runs every example in one call of the test: set the sizes each time.)
+    monkeypatch.setattr(worker, "BLOCK", rng.choice([1, 2, 5, 9]) if small_blocks else DEFAULT_BLOCK)
+    monkeypatch.setattr(worker, "BLOCK_SLACK", 256)
+    monkeypatch.setattr(worker, "LOOKAHEAD", rng.choice([1, 2, 3]) if small_blocks else DEFAULT_LOOKAHEAD)
+    for shard in range(SHARDS):
+        task = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, k, None, overlay, radius)
+        rows, direct = _both(w, task)
+        _same(rows, direct)
+        if rescan and rows.candidates:
+            # A rescan above a consumed candidate, as phase 2 asks for when a shard runs dry.
+            last = rows.candidates[len(rows.candidates) // 2]
+            again = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, 4 * k,
+                          (last[0], last[1]), overlay, radius)  # fmt: skip
+            _same(*_both(w, again))
+
+
+def test_the_world_holds_every_kind_of_entry(world) -> None:
+    """The comparison above means something only if the store holds what it claims to."""
+    w, _ = world
+    totals = dict.fromkeys(COUNTERS, 0)
+    for shard in range(SHARDS):
+        task = _task(w, shard, b"\x00", 0, w.base_time + 700, 100, 64, None, b"", 0)
+        rows, direct = _both(w, task)
+        _same(rows, direct)
+        for c in COUNTERS:
+            totals[c] += rows.stats[c]
+    assert totals["below_balance_ignored"] > 0
+    assert totals["rogue_chunks"] >= 4  # forced here under batch A (three more by build_world, maybe below balance)
+    assert totals["new_ignored"] > 0
+    assert totals["chunk_load_failed"] >= 3 + 3 + 1  # missing, too short for a SOC, oversized
+
+
+def test_oversized_value_is_a_failed_load_not_a_crash(world) -> None:
+    """A stored value longer than any chunk fails that chunk's entries and the sample goes on.
+
+    Before: the row scan raised BufferTooSmall, and the whole sample failed
+    with SamplerWorkerError.
+    """
+    w, oversized = world
+    shard = w.store.shard_of(oversized)
+    task = _task(w, shard, oversized, 31, w.base_time + 10**15, None, 64, None, b"", 0)
+    rows, direct = _both(w, task)
+    _same(rows, direct)
+    assert rows.stats["chunk_load_failed"] == rows.stats["total_iterated"] > 0
+    assert rows.candidates == []
+    result = reserve_sample(w.store, b"\x00", 0, w.base_time + 10**15, workers=0)
+    assert oversized not in {it.chunk_address for it in result.items}
+
+
+def test_a_chunk_split_over_blocks_is_hashed_twice_and_sampled_once(world, monkeypatch) -> None:
+    """More entries of one chunk than a block holds: its row repeats in the next block.
+
+    That costs one more load (and hash) of the chunk; the candidates and every
+    other counter stay the row scan's.
+    """
+    w, _ = world
+    monkeypatch.setattr(worker, "BLOCK", 3)
+    monkeypatch.setattr(worker, "BLOCK_SLACK", 2)
+    monkeypatch.setattr(worker, "LOOKAHEAD", 2)
+    split = False
+    for shard in range(SHARDS):
+        task = _task(w, shard, b"\x00", 0, w.base_time + 10**15, None, 64, None, b"", 0)
+        rows, direct = _both(w, task)
+        assert direct.candidates == rows.candidates
+        for c in COUNTERS:
+            if c == "chunk_loads":
+                assert direct.stats[c] >= rows.stats[c]
+                split |= direct.stats[c] > rows.stats[c]
+            else:
+                assert direct.stats[c] == rows.stats[c]
+    assert split  # the world has chunks under more than five stamps
+
+
+def test_a_file_the_reader_refuses_falls_back_to_py_lmdb(world, monkeypatch, caplog) -> None:
+    """DirectReadError on a shard: the row scan samples it, the run counts it, the answer is the same."""
+    from sampler import lmdbfile
+
+    w, _ = world
+    expected = reserve_sample(w.store, b"\x00", 0, w.base_time + 10**15, workers=0)
+    assert expected.stats.direct_read_fallbacks == 0
+
+    def refuse(*args: object) -> None:
+        raise lmdbfile.DirectReadError("refused for the test")
+
+    monkeypatch.setattr(lmdbfile, "open_trees", refuse)
+    got = reserve_sample(w.store, b"\x00", 0, w.base_time + 10**15, workers=0)
+    assert [it.transformed_address for it in got.items] == [it.transformed_address for it in expected.items]
+    assert got.stats.direct_read_fallbacks == SHARDS
+    assert got.stats.total_iterated == expected.stats.total_iterated
+    assert "reading through py-lmdb instead" in caplog.text
