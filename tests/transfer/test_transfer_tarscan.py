@@ -28,7 +28,7 @@ from chunkstore.transfer.errors import TransferError
 from chunkstore.transfer.importer import import_reserve
 from chunkstore.transfer.tarformat import BLOCK
 from tests.store.helpers import Stamper, make_batch, random_cac, random_soc
-from tests.transfer.helpers import content, entry
+from tests.transfer.helpers import content, entry, in_process_budget
 
 pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="the fast path needs numba")
 
@@ -92,7 +92,7 @@ def _outcome(tmp, raw: bytes, slow: bool, slab: int | None) -> tuple:
     if slab is not None:
         importreaders.TAR_SHAPE = FrameShape(slab, TAR_SHAPE.data_bytes, TAR_SHAPE.records)
     try:
-        report = import_reserve(store, src, batches=[B1], workers=0, show_progress=False)
+        report = import_reserve(store, src, batches=[B1], workers=0, show_progress=False, memory_budget=in_process_budget())
     except TransferError as exc:
         return ("refused", type(exc).__name__, str(exc))
     finally:
