@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.api import daemonproc
 from tests.api.helpers import Daemon
 
 
@@ -27,3 +29,14 @@ def daemons() -> Iterator[Callable[..., Daemon]]:
             d.proc.wait()
 
 
+
+
+@pytest.fixture
+def dev_daemon(tmp_path: Path) -> Iterator[daemonproc.Daemon]:
+    """A started daemon in ``--dev`` mode on a fresh data dir, stopped at the end."""
+    d = daemonproc.Daemon(tmp_path / "data", "--dev")
+    try:
+        d.wait_ready(60)
+        yield d
+    finally:
+        d.stop()

@@ -24,11 +24,7 @@ been run.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,12 +35,8 @@ from chunkstore.swarm.cac import cac_address
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import parse_soc, soc_address
 from chunkstore.swarm.stamp import parse_stamp, validate_stamp
+from tests.api.beejs import requires_bee_js, run_driver
 from tests.api.daemonproc import Daemon
-
-ROOT = Path(__file__).resolve().parents[2]
-JS_DIR = ROOT / "tests" / "js"
-DRIVER = JS_DIR / "drive.mjs"
-NODE = shutil.which("node")
 
 # (package name in tests/js/node_modules, exact version, its Bee API major)
 CLIENTS = [("@ethersphere/bee-js", "12.3.1", 8), ("bee-js-12.1.0", "12.1.0", 7)]
@@ -58,14 +50,7 @@ STATUS_FIELDS = {
     "batchCommitment": int, "isReachable": bool, "lastSyncedBlock": int, "committedDepth": int, "isWarmingUp": bool,
 }
 
-pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="node is not on PATH; bee-js compatibility needs Node.js >= 18"),
-    pytest.mark.skipif(
-        not (JS_DIR / "node_modules" / "@ethersphere" / "bee-js").is_dir()
-        or not (JS_DIR / "node_modules" / "bee-js-12.1.0").is_dir(),
-        reason="bee-js is not installed: run `npm ci --prefix tests/js`",
-    ),
-]
+pytestmark = requires_bee_js("@ethersphere/bee-js", "bee-js-12.1.0")
 
 
 @pytest.fixture
@@ -76,20 +61,6 @@ def daemon(tmp_path):
         yield d
     finally:
         d.stop()
-
-
-def run_driver(d: Daemon, client: str, key: bytes, batch_id: bytes) -> dict[str, Any]:
-    cmd = [NODE, str(DRIVER), "--url", d.url, "--key", key.hex(), "--batch", batch_id.hex(),
-           "--depth", str(DEPTH), "--client", client]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=45)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, f"driver printed no JSON (exit {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
-    result = json.loads(lines[-1])
-    assert proc.returncode == 0 and result.get("ok"), (
-        f"bee-js failed at step {result.get('step')!r}: {json.dumps(result.get('error'), indent=1)}\n"
-        f"{result.get('stack', '')}\nstderr: {proc.stderr[-2000:]}\ndaemon log tail: {d.raw[-10:]}"
-    )
-    return result
 
 
 def check_status(status: dict[str, Any]) -> None:
@@ -115,7 +86,8 @@ def test_bee_js_drives_the_daemon(daemon: Daemon, client: str, version: str, api
     chain_set = daemon.request("POST", "/chainstate", chain)[0]
     assert chain_set in (200, 404, 405), chain_set
 
-    r = run_driver(daemon, client, key, batch_id)
+    r = run_driver("drive.mjs", daemon, "--key", key.hex(), "--batch", batch_id.hex(), "--depth", str(DEPTH),
+                   "--client", client, timeout=45)
 
     assert r["client"] == {"name": "@ethersphere/bee-js", "version": version}
     assert r["signer"] == owner.hex(), "bee-js and chunkstore derive different addresses from one key"

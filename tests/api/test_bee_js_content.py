@@ -16,58 +16,22 @@ Skipped when ``node`` is not on PATH or ``npm ci --prefix tests/js`` has not run
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from api.nodekey import NODE_KEY_FILE, read_key
 from chunkstore.swarm.bzz import CollectionFile, collection_manifest
 from chunkstore.swarm.file import split_bytes
 from chunkstore.swarm.redundancy.level import Level
+from tests.api.beejs import requires_bee_js, run_driver
 from tests.api.daemonproc import Daemon
 
-ROOT = Path(__file__).resolve().parents[2]
-JS_DIR = ROOT / "tests" / "js"
-DRIVER = JS_DIR / "content.mjs"
-NODE = shutil.which("node")
-
-pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="node is not on PATH; the bee-js test needs Node.js >= 18"),
-    pytest.mark.skipif(not (JS_DIR / "node_modules" / "@ethersphere" / "bee-js").is_dir(),
-                       reason="bee-js is not installed: run `npm ci --prefix tests/js`"),
-]
-
-
-@pytest.fixture
-def dev_daemon(tmp_path):
-    d = Daemon(tmp_path / "data", "--dev")
-    try:
-        d.wait_ready(30)
-        yield d
-    finally:
-        d.stop()
-
-
-def run_content_driver(d: Daemon, scratch: Path) -> dict[str, Any]:
-    cmd = [NODE, str(DRIVER), "--url", d.url, "--dir", str(scratch)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, f"driver printed no JSON (exit {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
-    result = json.loads(lines[-1])
-    assert proc.returncode == 0 and result.get("ok"), (
-        f"bee-js failed at step {result.get('step')!r}: {json.dumps(result.get('error'), indent=1)}\n"
-        f"{result.get('stack', '')}\nstderr: {proc.stderr[-2000:]}\ndaemon log tail: {d.raw[-10:]}"
-    )
-    return dict(result)
+pytestmark = requires_bee_js()
 
 
 def test_bee_js_content_calls(dev_daemon: Daemon, tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    r = run_content_driver(dev_daemon, scratch)
+    r = run_driver("content.mjs", dev_daemon, "--dir", str(scratch))
 
     # identity: the key the daemon created in its data dir
     signer = read_key(dev_daemon.data_dir / NODE_KEY_FILE)

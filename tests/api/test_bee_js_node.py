@@ -16,74 +16,18 @@ been run.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from chunkstore.swarm.feeds import update_address
 from chunkstore.swarm.signer import Signer
+from tests.api.beejs import requires_bee_js, run_driver
 from tests.api.daemonproc import Daemon
 
-ROOT = Path(__file__).resolve().parents[2]
-JS_DIR = ROOT / "tests" / "js"
-DRIVER = JS_DIR / "drive_node.mjs"
-NODE = shutil.which("node")
-
-pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="node is not on PATH; bee-js compatibility needs Node.js >= 18"),
-    pytest.mark.skipif(
-        not (JS_DIR / "node_modules" / "@ethersphere" / "bee-js").is_dir(),
-        reason="bee-js is not installed: run `npm ci --prefix tests/js`",
-    ),
-]
+pytestmark = requires_bee_js()
 
 
-@pytest.fixture
-def daemon(tmp_path: Path):
-    d = Daemon(tmp_path / "data", "--dev")
-    try:
-        d.wait_ready(60)
-        yield d
-    finally:
-        d.stop()
-
-
-def transcript(result: dict[str, Any], code: int) -> str:
-    """Each bee-js call the driver made, in order: what it returned, or the error it threw."""
-    out = [f"$ node tests/js/drive_node.mjs  (bee-js {result.get('client', {}).get('version')})"]
-    for c in result.get("calls", []):
-        if c["ok"]:
-            out.append(f"{c['call']}\n    -> {c['returned']}")
-        else:
-            e = c["error"]
-            body = json.dumps(e.get("responseBody")) if "responseBody" in e else e.get("message")
-            label = "expected error" if c.get("expected") else "ERROR"
-            out.append(f"{c['call']}\n    -> {label} {e.get('status', '')}: {body}")
-    out.append(f"[driver exit {code}]")
-    return "\n".join(out)
-
-
-def run_driver(d: Daemon, key: bytes, folder: Path) -> dict[str, Any]:
-    assert NODE is not None
-    cmd = [NODE, str(DRIVER), "--url", d.url, "--key", key.hex(), "--dir", str(folder)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, f"driver printed no JSON (exit {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
-    result = json.loads(lines[-1])
-    print("\n" + transcript(result, proc.returncode))  # pytest -s shows it
-    assert proc.returncode == 0 and result.get("ok"), (
-        f"bee-js failed at step {result.get('step')!r}: {json.dumps(result.get('error'), indent=1)}\n"
-        f"{result.get('stack', '')}\nstderr: {proc.stderr[-2000:]}\ndaemon log tail: {d.raw[-15:]}"
-    )
-    return result
-
-
-def test_bee_js_node_owned_surface(daemon: Daemon, tmp_path: Path) -> None:
+def test_bee_js_node_owned_surface(dev_daemon: Daemon, tmp_path: Path) -> None:
     key = os.urandom(32)
     owner = Signer(key).address
     site = tmp_path / "site"
@@ -91,7 +35,8 @@ def test_bee_js_node_owned_surface(daemon: Daemon, tmp_path: Path) -> None:
     (site / "index.html").write_text("<h1>streamed</h1>")
     (site / "css" / "a.css").write_text("h1 { color: red }")
 
-    r = run_driver(daemon, key, site)
+    daemon = dev_daemon
+    r = run_driver("drive_node.mjs", daemon, "--key", key.hex(), "--dir", str(site), timeout=120)
     assert r["client"]["version"] == "12.3.1"
     assert r["owner"] == owner.hex()
 

@@ -11,42 +11,22 @@ Skipped when ``node`` is not on PATH or ``npm ci --prefix tests/js`` has not run
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.file import split_bytes
 from chunkstore.swarm.redundancy.level import Level
+from tests.api.beejs import requires_bee_js, run_driver
 from tests.api.daemonproc import Daemon
 
-ROOT = Path(__file__).resolve().parents[2]
-JS_DIR = ROOT / "tests" / "js"
-DRIVER = JS_DIR / "pins.mjs"
-NODE = shutil.which("node")
-
-pytestmark = [
-    pytest.mark.skipif(NODE is None, reason="node is not on PATH; the bee-js test needs Node.js >= 18"),
-    pytest.mark.skipif(not (JS_DIR / "node_modules" / "@ethersphere" / "bee-js").is_dir(),
-                       reason="bee-js is not installed: run `npm ci --prefix tests/js`"),
-]
+pytestmark = requires_bee_js()
 
 
 def test_bee_js_tags_and_pins(tmp_path: Path) -> None:
     d = Daemon(tmp_path / "data", "--dev")
     try:
         d.wait_ready(30)
-        proc = subprocess.run([NODE, str(DRIVER), "--url", d.url], cwd=ROOT, capture_output=True, text=True,
-                              timeout=240)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        assert lines, f"driver printed no JSON (exit {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
-        r = json.loads(lines[-1])
-        assert proc.returncode == 0 and r.get("ok"), (
-            f"bee-js failed at step {r.get('step')!r}: {json.dumps(r.get('error'), indent=1)}\n{r.get('stack', '')}"
-        )
+        r = run_driver("pins.mjs", d)
     finally:
         d.stop()
 
