@@ -15,7 +15,7 @@ row costs any Python work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -46,6 +46,24 @@ class CandidateSet:
     def _above_after(self, key: Key) -> bool:
         return self.after is None or key > self.after
 
+    def _screen(self, prefixes: np.ndarray, key_of: Callable[[int], Key]) -> np.ndarray:
+        """Indexes of the offered entries whose 8-byte prefix may still place them; counts ``beyond``.
+
+        ``prefixes[j]`` is entry ``j``'s transformed-address prefix. Entries whose
+        prefix ties ``after``'s are decided on their full key (``key_of(j)``) for
+        the count; the caller re-checks every picked entry's full key.
+        """
+        if self.after is None:
+            self.beyond += len(prefixes)
+            return np.flatnonzero(prefixes <= self._threshold_prefix)
+        above = prefixes > self._after_prefix
+        tie = prefixes == self._after_prefix
+        self.beyond += int(np.count_nonzero(above))
+        for j in np.flatnonzero(tie).tolist():
+            if key_of(j) > self.after:
+                self.beyond += 1
+        return np.flatnonzero((above | tie) & (prefixes <= self._threshold_prefix))
+
     def offer_rows(
         self,
         taddrs: np.ndarray,
@@ -58,27 +76,13 @@ class CandidateSet:
 
         ``taddrs`` is ``uint8[n, 32]``; ``addresses``/``types`` are per row.
         """
-        m = len(entry_rows)
-        if m == 0:
+        if len(entry_rows) == 0:
             return
         n = len(addresses)
         # First 8 bytes as big-endian integers: byte order equals numeric order.
         prefixes = np.ascontiguousarray(taddrs[:n, :8]).view(">u8").ravel()
         rows = np.asarray(entry_rows, dtype=np.intp)
-        ep = prefixes[rows]
-        if self.after is None:
-            self.beyond += m
-            mask = ep <= self._threshold_prefix
-        else:
-            above = ep > self._after_prefix
-            tie = ep == self._after_prefix
-            self.beyond += int(np.count_nonzero(above))
-            mask = (above | tie) & (ep <= self._threshold_prefix)
-            for j in np.flatnonzero(tie).tolist():
-                r = entry_rows[j]
-                if (bytes(taddrs[r]), entry_batches[j]) > self.after:
-                    self.beyond += 1
-        picked = np.flatnonzero(mask)
+        picked = self._screen(prefixes[rows], lambda j: (bytes(taddrs[entry_rows[j]]), entry_batches[j]))
         if picked.size == 0:
             return
         items = self._items
@@ -108,24 +112,10 @@ class CandidateSet:
         ``uint8[entries, 32]``; only the entries that pass the prefix screen
         become Python objects.
         """
-        m = len(ent_row)
-        if m == 0:
+        if len(ent_row) == 0:
             return
         prefixes = np.ascontiguousarray(taddrs[:, :8]).view(">u8").ravel()
-        ep = prefixes[ent_row]
-        if self.after is None:
-            self.beyond += m
-            mask = ep <= self._threshold_prefix
-        else:
-            above = ep > self._after_prefix
-            tie = ep == self._after_prefix
-            self.beyond += int(np.count_nonzero(above))
-            mask = (above | tie) & (ep <= self._threshold_prefix)
-            for t in np.flatnonzero(tie).tolist():
-                tied = int(ent_row[t])
-                if (taddrs[tied].tobytes(), ent_batch[t].tobytes()) > self.after:
-                    self.beyond += 1
-        picked = np.flatnonzero(mask)
+        picked = self._screen(prefixes[ent_row], lambda j: (taddrs[int(ent_row[j])].tobytes(), ent_batch[j].tobytes()))
         if picked.size == 0:
             return
         items = self._items

@@ -174,17 +174,24 @@ def test_candidate_set_rows_match_single_offers():
     rows = list(range(n)) + [3, 10, 11]  # three rows with a second stamp
     batches = [rng.randbytes(32) for _ in rows]
     all_entries = sorted((taddrs[r].tobytes(), b, addresses[r], types[r]) for r, b in zip(rows, batches, strict=True))
+    # "after" on an entry whose 8-byte prefix other entries share: the ties are decided on the full key
+    tied = [i for i, e in enumerate(all_entries) if e[0][:8] == taddrs[10, :8].tobytes()]
+    assert len(tied) >= 3
+    row_addr = np.frombuffer(b"".join(addresses), np.uint8).reshape(n, 32)
+    row_type = np.asarray(types, np.uint8)
     for k in (1, 5, 300):
-        for after_at in (None, 0, 57):
+        for after_at in (None, 0, 57, *tied):
             after = None if after_at is None else all_entries[after_at][:2]
-            fast, slow = CandidateSet(k, after), CandidateSet(k, after)
+            fast, columns, slow = CandidateSet(k, after), CandidateSet(k, after), CandidateSet(k, after)
             for lo in range(0, len(rows), 50):  # several batches, as the worker offers them
                 fast.offer_rows(taddrs, rows[lo : lo + 50], batches[lo : lo + 50], addresses, types)
+                ent_batch = np.frombuffer(b"".join(batches[lo : lo + 50]), np.uint8).reshape(-1, 32)
+                columns.offer_block(taddrs, np.asarray(rows[lo : lo + 50], np.intp), ent_batch, row_addr, row_type)
             for r, b in zip(rows, batches, strict=True):
                 slow.offer(taddrs[r].tobytes(), b, addresses[r], types[r])
-            assert fast.result() == slow.result()
-            assert fast.complete == slow.complete
-            assert fast.beyond == slow.beyond
+            assert fast.result() == columns.result() == slow.result()
+            assert fast.complete == columns.complete == slow.complete
+            assert fast.beyond == columns.beyond == slow.beyond
 
 
 @pytest.mark.parametrize("k", [64, 1])
