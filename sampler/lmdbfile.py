@@ -117,6 +117,23 @@ def _cmp(page: np.ndarray, off: int, key: np.ndarray, klen: int) -> int:
     return ksize - klen
 
 
+@_jit(inline="always")
+def _search(page: np.ndarray, lo: int, hi: int, key: np.ndarray, klen: int, psize: int, past_equal: bool) -> int:
+    """Binary search of nodes ``lo..hi``: the first whose key is >= ``key[:klen]`` (> with
+    ``past_equal``), ``hi`` if none is; E_NODE for a node outside its page."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        off = _node(page, mid, psize)
+        if off < 0:
+            return E_NODE
+        c = _cmp(page, off, key, klen)
+        if c < 0 or (past_equal and c == 0):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @_jit
 def _load(pages: np.ndarray, pg: np.ndarray, nk: np.ndarray, info: np.ndarray, level: int, pgno: int) -> int:
     """Read page ``pgno`` into level ``level``'s buffer (if not there already) and check it."""
@@ -205,16 +222,10 @@ def _descend(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, 
         if not _is_leaf(page):
             if n < 1:
                 return E_PAGE
-            lo, hi = 1, n  # node 0's key is never compared: it stands for everything below node 1
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                off = _node(page, mid, psize)
-                if off < 0:
-                    return E_NODE
-                if _cmp(page, off, key, klen) <= 0:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            # node 0's key is never compared: it stands for everything below node 1
+            lo = _search(page, 1, n, key, klen, psize, True)
+            if lo < 0:
+                return lo
             ix[level] = lo - 1
             pgno = _child(page, lo - 1, psize)
             if pgno < 0:
@@ -225,16 +236,9 @@ def _descend(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, 
             continue
         if level != info[I_DEPTH] - 1:
             return E_DEPTH
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            off = _node(page, mid, psize)
-            if off < 0:
-                return E_NODE
-            if _cmp(page, off, key, klen) < 0:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _search(page, 0, n, key, klen, psize, False)
+        if lo < 0:
+            return lo
         ix[level] = lo
         info[I_LEAF] = level
         _entered(pages, pg, ix, nk, info, level)
@@ -311,16 +315,9 @@ def _seek(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, inf
         here = _node(page, ix[leaf], psize)
         last = _node(page, n - 1, psize)
         if here >= 0 and last >= 0 and _cmp(page, here, key, klen) <= 0 and _cmp(page, last, key, klen) >= 0:
-            lo, hi = ix[leaf], n - 1
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                off = _node(page, mid, psize)
-                if off < 0:
-                    return E_NODE
-                if _cmp(page, off, key, klen) < 0:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _search(page, ix[leaf], n - 1, key, klen, psize, False)
+            if lo < 0:
+                return lo
             ix[leaf] = lo
             return OK
     return _descend(pages, pg, ix, nk, info, key, klen)
