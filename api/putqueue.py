@@ -19,9 +19,11 @@ full disk for that group.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
-from chunkstore.store.errors import StoreWriteFailed
+from chunkstore.content.session import RESTAMPS
+from chunkstore.store.errors import StampConflict, StoreWriteFailed
 from chunkstore.store.store import ChunkStore, Holds, PutResult
 
 MAX_GROUP = 128
@@ -96,3 +98,31 @@ class PutQueue:
             except Exception as exc:
                 out[i] = exc
         return [o for o in out if o is not None]  # every item has its outcome by now
+
+
+async def put_restamping(
+    puts: PutQueue,
+    data: bytes,
+    stamp: bytes,
+    address: bytes,
+    batch_id: bytes,
+    restamp: Callable[[], Awaitable[bytes]],
+    holds: Holds | None = None,
+) -> PutResult:
+    """Store a chunk the node stamped with its own batch ``batch_id``.
+
+    A chunk the batch holds already is stamped again in its slot. When another
+    upload of the same chunk commits a newer stamp there between our stamping
+    and our commit, the slot rule refuses ours although the chunk is stored
+    under this batch: ``restamp()`` (now newer) and put again, as the upload
+    session does for its groups. Any other refusal is the caller's.
+    """
+    lost = 0
+    while True:
+        try:
+            return await puts.put(data, stamp, address=address, holds=holds)
+        except StampConflict as exc:
+            lost += 1
+            if exc.batch_id != batch_id or exc.holder != address or lost > RESTAMPS:
+                raise
+            stamp = await restamp()

@@ -22,13 +22,14 @@ the cache, uploads through ``/bytes`` and ``/bzz`` do.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from chunkstore.content import NotNodeBatch, UploadOptions, UploadTracker, track_upload
 from chunkstore.reserve import OutOfRadius, ReserveStore
 from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch, UnknownTag
-from chunkstore.store.store import PutResult
+from chunkstore.store.store import Holds, PutResult
 from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.constants import BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.constants import MAX_CAC_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
@@ -39,6 +40,7 @@ from chunkstore.swarm.soc import SOC, parse_soc, verify_soc_signature
 from .errors import ApiError, ParamError, json_response, nearest, status_for
 from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint
+from .putqueue import put_restamping
 from .state import AppState, state_of
 from .uploads import DEFERRED_HEADER, PIN_HEADER
 
@@ -72,13 +74,27 @@ def stamp_from_headers(request: web.Request) -> bytes | None:
     raise ApiError(400, MSG_NO_STAMP)
 
 
-def _node_stamp(st: AppState, request: web.Request, address: bytes) -> bytes:
-    """Stamp ``address`` with the node's batch named by the batch id header (blocking)."""
-    batch_id = bytes.fromhex(request.headers[BATCH_HEADER])
-    try:
-        return st.stamper.stamp(batch_id, [address])[0].to_bytes()
-    except NotNodeBatch as exc:
-        raise ApiError(400, f"{exc}; {MSG_PRESIGNED}") from None
+@dataclass(frozen=True)
+class NodeStamping:
+    """A chunk the node stamps with its batch named by the batch id header."""
+
+    st: AppState
+    batch_id: bytes
+    address: bytes
+
+    def stamp(self) -> bytes:
+        """A new stamp of the chunk (blocking: run it in the thread pool)."""
+        try:
+            return self.st.stamper.stamp(self.batch_id, [self.address])[0].to_bytes()
+        except NotNodeBatch as exc:
+            raise ApiError(400, f"{exc}; {MSG_PRESIGNED}") from None
+
+    async def restamp(self) -> bytes:
+        return await self.st.run(self.stamp)
+
+
+def _node_stamping(st: AppState, request: web.Request, address: bytes) -> NodeStamping:
+    return NodeStamping(st, bytes.fromhex(request.headers[BATCH_HEADER]), address)
 
 
 def _address_of(data: bytes) -> bytes:
@@ -178,14 +194,29 @@ def _finish_tracking(tracker: UploadTracker, result: PutResult, root: bytes | No
 
 
 async def _tracked_put(
-    st: AppState, options: UploadOptions | None, data: bytes, stamp: bytes, address: bytes | None, root: bool
+    st: AppState,
+    options: UploadOptions | None,
+    data: bytes,
+    stamp: bytes,
+    address: bytes | None,
+    root: bool,
+    node: NodeStamping | None = None,
 ) -> tuple[PutResult, UploadTracker | None]:
-    """Put one chunk, counted under its tag and pinned as ``options`` ask (``root``: pin it under its address)."""
+    """Put one chunk, counted under its tag and pinned as ``options`` ask (``root``: pin it under its address).
+
+    ``node``: the node stamped it, and stamps it again if another upload of the same chunk takes its
+    slot first."""
+
+    async def put(holds: Holds | None) -> PutResult:
+        if node is None:
+            return await st.puts.put(data, stamp, address=address, holds=holds)
+        return await put_restamping(st.puts, data, stamp, node.address, node.batch_id, node.restamp, holds)
+
     if options is None:
-        return await st.puts.put(data, stamp, address=address), None
+        return await put(None), None
     tracker = await st.run(_begin_tracking, st, options)
     try:
-        result = await st.puts.put(data, stamp, address=address, holds=tracker.holds)
+        result = await put(tracker.holds)
         await st.run(_finish_tracking, tracker, result, result.address if root else None)
     except BaseException as exc:
         await st.run(tracker.aborted, None, exc)
@@ -202,11 +233,12 @@ async def post_chunk(request: web.Request) -> web.Response:
             raise ApiError(400, f"insufficient data length: body is {len(data)} bytes; at least the {SPAN_SIZE}-byte span")
         options = _chunk_options(request, soc=False)
         try:
-            address = None
+            address = node = None
             if stamp is None:
                 address = await st.run(_address_of, data)
-                stamp = await st.run(_node_stamp, st, request, address)
-            result, tracker = await _tracked_put(st, options, data, stamp, address, root=False)
+                node = _node_stamping(st, request, address)
+                stamp = await st.run(node.stamp)
+            result, tracker = await _tracked_put(st, options, data, stamp, address, root=False, node=node)
         except SwarmError as exc:
             raise _put_error(request, exc) from None
     except ApiError:
@@ -231,9 +263,11 @@ async def post_soc(request: web.Request) -> web.Response:
         options = _chunk_options(request, soc=True)
         try:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
+            node = None
             if stamp is None:
-                stamp = await st.run(_node_stamp, st, request, soc.address)
-            result, tracker = await _tracked_put(st, options, soc.data, stamp, soc.address, root=True)
+                node = _node_stamping(st, request, soc.address)
+                stamp = await st.run(node.stamp)
+            result, tracker = await _tracked_put(st, options, soc.data, stamp, soc.address, root=True, node=node)
         except SwarmError as exc:
             raise _put_error(request, exc) from None
     except ApiError:

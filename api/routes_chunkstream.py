@@ -56,9 +56,8 @@ from dataclasses import dataclass
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from chunkstore.content import UploadOptions, UploadTracker, track_upload
-from chunkstore.content.session import RESTAMPS
 from chunkstore.reserve import OutOfRadius
-from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch, UnknownTag
+from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
 from chunkstore.store.store import PutResult
 from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.constants import BATCH_ID_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
@@ -66,6 +65,7 @@ from chunkstore.swarm.errors import BucketFull, InvalidChunk, SwarmError
 
 from .errors import ApiError
 from .params import decode_hex, parse_uint
+from .putqueue import put_restamping
 from .routes_chunks import BATCH_HEADER, TAG_HEADER
 from .state import AppState, state_of
 from .uploads import upload_error
@@ -278,20 +278,14 @@ class NodeStamping:
                 put.add_done_callback(functools.partial(_settle, fut))
 
     async def _put(self, data: bytes, address: bytes, stamp: bytes) -> PutResult:
-        """Store a stamped CAC (the write queue may group it with others). A chunk the batch holds
-        already is stamped again in its slot; if another upload of the same chunk commits a newer stamp
-        there first, ours is refused by the slot rule although the chunk is stored under this batch:
-        stamp it again, now newer (as the upload session does)."""
-        lost = 0
-        while True:
-            try:
-                return await self.st.puts.put(data, stamp)
-            except StampConflict as exc:
-                lost += 1
-                if exc.batch_id != self.batch_id or exc.holder != address or lost > RESTAMPS:
-                    raise
-                (again,) = await self.st.run(self.st.stamper.stamp, self.batch_id, [address])
-                stamp = again.to_bytes()
+        """Store a stamped CAC (the write queue may group it with others), stamped again if another
+        upload of the same chunk wins its slot first (``put_restamping``)."""
+
+        async def restamp() -> bytes:
+            (again,) = await self.st.run(self.st.stamper.stamp, self.batch_id, [address])
+            return again.to_bytes()
+
+        return await put_restamping(self.st.puts, data, stamp, address, self.batch_id, restamp)
 
 
 def _settle(fut: asyncio.Future[PutResult], put: asyncio.Future[PutResult]) -> None:
