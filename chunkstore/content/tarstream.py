@@ -25,10 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from chunkstore.swarm.tarheader import BLOCK, TarHeaderError, checksum_matches, number, pax_records, text
+
 from .errors import InvalidCollection
 from .files import Reader
 
-BLOCK = 512
 _REGULAR = (b"0", b"\0", b"7")
 _SKIPPED_DATA = 1 << 20  # bytes read at a time when skipping an entry's data
 
@@ -51,57 +52,6 @@ class TarEntry:
             raise InvalidCollection(f"tar entry {self.name!r} is cut short: {self._left - len(data)} bytes missing")
         self._left -= want
         return data
-
-
-def _octal(field: bytes, what: str, offset: int) -> int:
-    if field[:1] and field[0] & 0x80:
-        # GNU base-256: big-endian with the top bit of the first byte as the marker (sign bit 0x40).
-        value = int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
-        if field[0] & 0x40:
-            raise InvalidCollection(f"tar header at offset {offset}: negative {what}")
-        return value
-    text = field.split(b"\0", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    try:
-        return int(text, 8)
-    except ValueError:
-        raise InvalidCollection(f"tar header at offset {offset}: {what} {text!r} is not octal") from None
-
-
-def _checksum_ok(block: bytes, offset: int) -> bool:
-    try:
-        recorded = _octal(block[148:156], "checksum", offset)
-    except InvalidCollection:
-        return False
-    blanked = block[:148] + b" " * 8 + block[156:]
-    unsigned = sum(blanked)
-    signed = sum(b - 256 if b > 127 else b for b in blanked)
-    return recorded in (unsigned, signed)
-
-
-def _text(field: bytes) -> str:
-    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
-def _pax_records(data: bytes, offset: int) -> dict[str, str]:
-    records: dict[str, str] = {}
-    pos = 0
-    while pos < len(data):
-        space = data.find(b" ", pos)
-        if space < 0:
-            break
-        try:
-            length = int(data[pos:space])
-        except ValueError:
-            raise InvalidCollection(f"tar PAX header at offset {offset}: malformed record length") from None
-        record = data[space + 1 : pos + length]
-        if length <= 0 or not record.endswith(b"\n") or b"=" not in record:
-            raise InvalidCollection(f"tar PAX header at offset {offset}: malformed record")
-        key, value = record[:-1].split(b"=", 1)
-        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        pos += length
-    return records
 
 
 class TarStream:
@@ -157,21 +107,24 @@ class TarStream:
                 if not second or second == bytes(BLOCK):
                     return
                 raise InvalidCollection(f"invalid tar header at offset {start + BLOCK}: data after a zero block")
-            if not _checksum_ok(block, start):
+            if not checksum_matches(block):
                 what = "not a tar archive" if start == 0 else "invalid tar header"
                 raise InvalidCollection(f"{what}: header checksum mismatch at offset {start}")
             typeflag = block[156:157]
-            size = _octal(block[124:136], "size", start)
-            if typeflag in (b"L", b"x", b"g", b"K"):
-                data = self._data(size)
-                if typeflag == b"L":
-                    long_name = _text(data)
-                elif typeflag == b"x":
-                    pax.update(_pax_records(data, start))
-                continue
-            name = _text(block[0:100])
+            try:
+                size = number(block[124:136], "size")
+                if typeflag in (b"L", b"x", b"g", b"K"):
+                    data = self._data(size)
+                    if typeflag == b"L":
+                        long_name = text(data)
+                    elif typeflag == b"x":
+                        pax.update(pax_records(data))
+                    continue
+            except TarHeaderError as exc:
+                raise InvalidCollection(f"tar header at offset {start}: {exc}") from None
+            name = text(block[0:100])
             if block[257:263] == b"ustar\0":  # POSIX ustar: the prefix field extends the name
-                prefix = _text(block[345:500])
+                prefix = text(block[345:500])
                 if prefix:
                     name = prefix + "/" + name
             if long_name is not None:

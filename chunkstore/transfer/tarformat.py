@@ -18,14 +18,24 @@ produce: USTAR, PAX extended headers (``path``, ``size``), GNU long names.
 
 from __future__ import annotations
 
-import zlib
 from typing import Protocol
 
 from chunkstore.swarm.constants import MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
+from chunkstore.swarm.tarheader import (
+    BLANK_CHECKSUM,
+    BLOCK,
+    CHECKSUM,
+    TarHeaderError,
+    checksum_matches,
+    computed_checksum,
+    number,
+    pax_records,
+    stored_checksum,
+    text,
+)
 
 from .errors import CorruptInput
 
-BLOCK = 512
 LENGTH_PREFIX = 4  # uint32 big-endian data length before the data
 MIN_DATA = SPAN_SIZE  # a span and nothing else
 MAX_DATA = MAX_SOC_SIZE  # a SOC with a full payload: id | signature | span | payload
@@ -43,7 +53,6 @@ class Readable(Protocol):
 
 _REGULAR = (ord("0"), 0, ord("7"))  # '7' is a contiguous file, read as regular by every tar
 _SKIPPED = (ord("5"),)  # directories: nothing to read
-_CHKSUM = slice(148, 156)
 
 
 def padding(size: int) -> int:
@@ -62,7 +71,7 @@ def _template() -> tuple[bytearray, int]:
     h[257:265] = b"ustar\x0000"
     h[329:337] = b"0000000\0"  # devmajor
     h[337:345] = b"0000000\0"  # devminor
-    return h, sum(h) + 8 * ord(" ")  # the checksum is summed over its own field as spaces
+    return h, sum(h) + BLANK_CHECKSUM
 
 
 _TEMPLATE, _TEMPLATE_SUM = _template()
@@ -79,41 +88,12 @@ def encode_header(name: bytes, size: int) -> bytes:
     size_field = b"%011o\0" % size
     h[124:136] = size_field
     total = _TEMPLATE_SUM + sum(name) + sum(size_field)
-    h[_CHKSUM] = b"%06o\0 " % total
+    h[CHECKSUM] = b"%06o\0 " % total
     return bytes(h)
 
 
 def encode_record_prefix(data_length: int) -> bytes:
     return data_length.to_bytes(LENGTH_PREFIX, "big")
-
-
-def _number(field: bytes | bytearray, what: str) -> int:
-    """A numeric header field: octal digits (NUL or space padded), or GNU base-256."""
-    try:
-        return int(field.rstrip(b"\0 ") or b"0", 8)
-    except ValueError:
-        pass
-    if field[0] & 0x80:  # GNU base-256 for values octal cannot hold
-        if field[0] & 0x40:
-            raise CorruptInput(f"negative {what} in tar header")
-        return int.from_bytes(bytes([field[0] & 0x7F]) + bytes(field[1:]), "big")
-    raise CorruptInput(f"{what} field {bytes(field)!r} of the tar header is not a number")
-
-
-def _text(field: bytes | bytearray) -> str:
-    return bytes(field).split(b"\0", 1)[0].decode("utf-8", "replace")
-
-
-def header_sum(block: bytes | bytearray) -> int:
-    """Sum of a 512-byte block's bytes, exactly, in two C calls rather than a 512-step loop.
-
-    The sum S is below 2 * 65521, so adler-32's low half, (1 + S) mod 65521,
-    leaves two candidates, which differ mod 255; and the block read as one
-    base-256 number is S mod 255 (256 = 1 mod 255). This is a tar reader's
-    hottest line: one call per entry.
-    """
-    low = ((zlib.adler32(block) & 0xFFFF) - 1) % 65521
-    return low if low % 255 == int.from_bytes(block, "little") % 255 else low + 65521
 
 
 class TarReader:
@@ -161,33 +141,29 @@ class TarReader:
                 if got == 0 and long_name is None and not pax:
                     return None  # the reference node's files end like this (no end-of-archive blocks)
                 raise CorruptInput(f"{self._where()}: tar truncated inside a header ({got} of {BLOCK} bytes)")
-            chk = h[148:156]
-            computed = header_sum(h) - sum(chk) + 8 * 32  # the checksum field counts as spaces
-            if computed == 8 * 32 and not any(h):
+            computed = computed_checksum(h)
+            if computed == BLANK_CHECKSUM and not any(h):
                 self.end_marker = True
                 return None
-            try:
-                stored = _number(chk, "checksum")
-            except CorruptInput:
-                stored = -1
-            if stored != computed and stored != _signed_sum(h):
+            if not checksum_matches(h, computed):
+                stored = stored_checksum(h)
                 raise CorruptInput(
-                    f"{self._where()}: tar header checksum mismatch at byte {at} (stored {stored}, computed "
-                    f"{computed}): corrupted, or not a tar file"
+                    f"{self._where()}: tar header checksum mismatch at byte {at} (stored "
+                    f"{-1 if stored is None else stored}, computed {computed}): corrupted, or not a tar file"
                 )
             try:
-                size = _number(h[124:136], "size")
-            except CorruptInput as exc:
-                raise CorruptInput(f"{self._where()}: {exc}") from None
+                size = number(h[124:136], "size")
+            except TarHeaderError as exc:
+                raise CorruptInput(f"{self._where()}: {exc} in tar header") from None
             kind = h[156]
             if kind in _REGULAR:
                 posix = h[257:265] == b"ustar\x0000"  # GNU headers use the prefix field for other things
                 if not h[64] and h[63] and not (posix and h[345]):  # the common case: 64 characters, no prefix
                     name = h[:64].decode("utf-8", "replace")
                 else:
-                    name = _text(h[0:100])
+                    name = text(h[0:100], "replace")
                     if posix and h[345]:
-                        name = _text(h[345:500]) + "/" + name
+                        name = text(h[345:500], "replace") + "/" + name
                 if long_name is not None or pax:
                     name = pax.get("path", long_name or name)
                     if "size" in pax:
@@ -202,7 +178,10 @@ class TarReader:
                 if kind == ord("L"):
                     long_name = body.split(b"\0", 1)[0].decode("utf-8", "replace")
                 elif kind == ord("x"):
-                    pax.update(_parse_pax(body, self._where()))
+                    try:
+                        pax.update(pax_records(body))
+                    except TarHeaderError as exc:
+                        raise CorruptInput(f"{self._where()}: {exc}") from None
                 continue
             if kind in _SKIPPED:
                 self._skip(size + padding(size))
@@ -237,29 +216,3 @@ class TarReader:
                 f"the file ends after {got}"
             )
         self.entries += 1
-
-
-def _signed_sum(h: bytearray) -> int:
-    # Some old tars summed the header as signed chars; POSIX accepts either.
-    total = sum(b - 256 if b > 127 else b for b in h)
-    return total - sum(b - 256 if b > 127 else b for b in h[_CHKSUM]) + 8 * ord(" ")
-
-
-def _parse_pax(body: bytes, where: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    pos = 0
-    while pos < len(body):
-        space = body.find(b" ", pos)
-        if space < 0:
-            break
-        try:
-            length = int(body[pos:space])
-        except ValueError:
-            raise CorruptInput(f"{where}: malformed PAX record") from None
-        if length <= 0 or pos + length > len(body):
-            raise CorruptInput(f"{where}: malformed PAX record length {length}")
-        record = body[space + 1 : pos + length - 1]  # drop the trailing newline
-        key, _, value = record.partition(b"=")
-        out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-        pos += length
-    return out

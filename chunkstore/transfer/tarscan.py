@@ -19,8 +19,9 @@ import numpy as np
 
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.constants import STAMP_SIZE
+from chunkstore.swarm.tarheader import BLOCK
 
-from .tarformat import BLOCK, LENGTH_PREFIX, MAX_RECORD, MIN_RECORD
+from .tarformat import LENGTH_PREFIX, MAX_RECORD, MIN_RECORD
 
 MORE = 0  # stopped at the slab's end: the next entry needs more input
 OTHER = 1  # stopped at a header the fast path does not take: hand over to TarReader

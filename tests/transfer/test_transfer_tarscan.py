@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.tarheader import BLOCK
 from chunkstore.transfer import readers as importreaders
 from chunkstore.transfer import tarscan
 from chunkstore.transfer.budget import TAR_SHAPE, FrameShape
 from chunkstore.transfer.errors import TransferError
 from chunkstore.transfer.importer import import_reserve
-from chunkstore.transfer.tarformat import BLOCK
 from tests.store.helpers import Stamper, make_batch, random_cac, random_soc
 from tests.transfer.helpers import content, entry, in_process_budget
 
