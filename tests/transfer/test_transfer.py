@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 
 import pytest
 
@@ -16,7 +17,7 @@ from chunkstore.swarm.soc import make_soc
 from chunkstore.transfer import importer
 from chunkstore.transfer import readers as importreaders
 from chunkstore.transfer.batchfile import dump_batches
-from chunkstore.transfer.budget import Sizes
+from chunkstore.transfer.budget import FrameShape, Sizes
 from chunkstore.transfer.errors import BudgetTooSmall, CorruptInput, ImportRefused
 from chunkstore.transfer.exporter import export_reserve
 from chunkstore.transfer.importer import STAGING, import_reserve
@@ -327,20 +328,43 @@ def test_contended_import_equals_puts(tmp_path, seed):
     assert verify_store(bulk).ok
 
 
-def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries):
-    """A run buffer a few records big: many runs on disk, merged back in key order."""
+def _spills_in_threads(monkeypatch) -> list[object]:
+    """Make the run buffers hold two tar tasks of 3 entries each, so the collector gets two and spills
+    in a thread; returns the list the spills it starts are recorded in."""
+    started: list[object] = []
+    real = importreaders._Spill
+
+    def spill(*a):
+        started.append(real(*a))
+        return started[-1]
+
+    monkeypatch.setattr(importer, "TAR_SHAPE", FrameShape(8 << 10, 8 << 10, 3))  # a 4-entry slab's data fits in 8 KiB
+    monkeypatch.setattr(importreaders, "_Spill", spill)
+    return started
+
+
+@pytest.mark.parametrize("buffers", [1, 2])
+def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries, buffers):
+    """A run buffer a few records big: many runs on disk, merged back in key order.
+
+    With two buffers, one is spilled by a thread while the other fills, and
+    the last stays in memory: the same store either way.
+    """
     stored, imported = _scenario(11)
     records = entries + imported
     src = str(tmp_path / "in.tar")
     write_tar(src, records)
+    arena, rows = (16 << 10, 8) if buffers == 1 else (40 << 10, 16)
 
     def small(budget, baseline, workers, shape):
-        return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=16 << 10, rows=8, phase2=1 << 20)
+        return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=arena, rows=rows, phase2=1 << 20)
 
     monkeypatch.setattr(importer, "plan_sizes", small)
     monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 3)
+    started = _spills_in_threads(monkeypatch) if buffers == 2 else []
     report = _import(str(tmp_path / "bulk"), src, batches=[B1, B2, TINY], skip_conflicts=True)
     assert report.runs > 3
+    assert len(started) == (report.runs - 1 if buffers == 2 else 0)  # every run but the last, by a thread
     with open_store(str(tmp_path / "puts"), batches=[B1, B2, TINY]) as store:
         put_sequentially(store, records)
     assert _content_of(str(tmp_path / "bulk")) == _content_of(str(tmp_path / "puts"))
@@ -528,3 +552,33 @@ def test_pipes_stdin_and_stdout(tmp_path, entries):
     assert importer_proc.returncode == 0, importer_proc.stderr
     assert importer_proc.stderr == ""  # no progress bar in a pipe
     assert _content_of(b) == _content_of(a)
+
+
+@pytest.mark.parametrize("other_thread", [False, True])
+def test_workers_are_forked_only_when_no_other_thread_runs(tmp_path, monkeypatch, entries, other_thread):
+    """A fork copies whatever lock another thread holds: the workers are forked only in a process with no
+    other thread, and spawned otherwise; the store is the same either way."""
+    from chunkstore.transfer import workers as workers_module
+
+    if not other_thread and threading.active_count() > 1:
+        pytest.skip(f"other threads run in this test process ({[t.name for t in threading.enumerate()]}): no fork here")
+    methods = []
+
+    class Recorded(workers_module.Workers):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            methods.append(self.start_method)
+
+    monkeypatch.setattr(importer, "Workers", Recorded)
+    src = str(tmp_path / "in.tar")
+    write_tar(src, entries)
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait, daemon=True)
+    if other_thread:
+        waiter.start()
+    try:
+        _import(str(tmp_path / "s"), src, batches=[B1, B2], workers=2)
+    finally:
+        stop.set()
+    assert methods == ["spawn" if other_thread else "fork"]
+    assert _content_of(str(tmp_path / "s")) == _reference(str(tmp_path / "ref"), entries, [B1, B2])
