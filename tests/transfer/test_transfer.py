@@ -343,6 +343,47 @@ def _spills_in_threads(monkeypatch) -> list[object]:
     return started
 
 
+@pytest.mark.parametrize("page_cache", [False, True])
+def test_staged_runs_bypass_the_page_cache_where_they_can(tmp_path, monkeypatch, entries, page_cache):
+    """Runs are written and read back with O_DIRECT (whole aligned pages, the last one padded), or through
+    the page cache where the file system refuses it: the same store either way."""
+    from chunkstore.transfer import runs as runs_module
+
+    _, imported = _scenario(11)
+    records = entries + imported
+    src = str(tmp_path / "in.tar")
+    write_tar(src, records)
+    if page_cache:
+        monkeypatch.delattr(os, "O_DIRECT")
+    opened = []
+    real_open = runs_module.open_direct
+    monkeypatch.setattr(runs_module, "open_direct", lambda *a: opened.append(real_open(*a)) or opened[-1])
+    sizes = []
+    real_spill = runs_module.RunBuffer.spill
+
+    def spill(self, directory, number, shard_count):
+        run = real_spill(self, directory, number, shard_count)
+        sizes.append(os.path.getsize(run.base + ".dat"))
+        return run
+
+    def small(budget, baseline, workers, shape):
+        return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=16 << 10, rows=8, phase2=1 << 20)
+
+    monkeypatch.setattr(importer, "plan_sizes", small)
+    monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 3)
+    monkeypatch.setattr(runs_module.RunBuffer, "spill", spill)
+    report = _import(str(tmp_path / "bulk"), src, batches=[B1, B2, TINY], skip_conflicts=True)
+    assert report.runs > 3 and opened
+    direct = {d for _, d in opened}
+    if page_cache:
+        assert direct == {False}
+    elif direct == {False}:
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
+    else:
+        assert direct == {True} and all(size % runs_module.ALIGN == 0 for size in sizes)
+    assert _content_of(str(tmp_path / "bulk")) == _reference(str(tmp_path / "puts"), records, [B1, B2, TINY])
+
+
 @pytest.mark.parametrize("buffers", [1, 2])
 def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries, buffers):
     """A run buffer a few records big: many runs on disk, merged back in key order.
