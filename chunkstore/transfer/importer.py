@@ -91,6 +91,7 @@ class ImportReport:
     budget: int = 0
     peak_rss: int = 0  # of the importing process
     worker_peak_rss: list[int] = field(default_factory=list)
+    worker_start: str = ""  # how the validation workers started: "fork", "spawn" or "in process"
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -256,6 +257,7 @@ def _validate(
         finally:
             pool.close()
             report.worker_peak_rss = pool.peak_rss
+            report.worker_start = pool.start_method
         collector.finish()
         return describe
     except BaseException:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -596,30 +598,31 @@ def test_pipes_stdin_and_stdout(tmp_path, entries):
 
 
 @pytest.mark.parametrize("other_thread", [False, True])
-def test_workers_are_forked_only_when_no_other_thread_runs(tmp_path, monkeypatch, entries, other_thread):
-    """A fork copies whatever lock another thread holds: the workers are forked only in a process with no
-    other thread, and spawned otherwise; the store is the same either way."""
-    from chunkstore.transfer import workers as workers_module
-
-    if not other_thread and threading.active_count() > 1:
-        pytest.skip(f"other threads run in this test process ({[t.name for t in threading.enumerate()]}): no fork here")
-    methods = []
-
-    class Recorded(workers_module.Workers):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            methods.append(self.start_method)
-
-    monkeypatch.setattr(importer, "Workers", Recorded)
+def test_workers_are_forked_only_when_no_other_thread_runs(tmp_path, entries, other_thread):
+    """A fork copies whatever lock another thread holds: the workers are forked only from a process with
+    no other thread (an import of its own, as the command runs it), and spawned otherwise; the same store
+    either way."""
     src = str(tmp_path / "in.tar")
     write_tar(src, entries)
-    stop = threading.Event()
-    waiter = threading.Thread(target=stop.wait, daemon=True)
+    store = str(tmp_path / "s")
     if other_thread:
+        stop = threading.Event()
+        waiter = threading.Thread(target=stop.wait, daemon=True)
         waiter.start()
-    try:
-        _import(str(tmp_path / "s"), src, batches=[B1, B2], workers=2)
-    finally:
-        stop.set()
-    assert methods == ["spawn" if other_thread else "fork"]
-    assert _content_of(str(tmp_path / "s")) == _reference(str(tmp_path / "ref"), entries, [B1, B2])
+        try:
+            started = _import(store, src, batches=[B1, B2], workers=2).worker_start
+        finally:
+            stop.set()
+    else:  # this test process may run threads of earlier tests: the import runs in a process of its own
+        code = (
+            "import sys; from chunkstore.transfer.importer import import_reserve; "
+            "from tests.store.helpers import make_batch; "
+            "r = import_reserve(sys.argv[1], sys.argv[2], batches=[make_batch(1), make_batch(2)], workers=2, "
+            "show_progress=False); print(r.worker_start)"
+        )
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        out = subprocess.run([sys.executable, "-c", code, store, src], cwd=root, capture_output=True, text=True,
+                             check=True, timeout=300)  # fmt: skip
+        started = out.stdout.split()[-1]
+    assert started == ("spawn" if other_thread else "fork")
+    assert _content_of(store) == _reference(str(tmp_path / "ref"), entries, [B1, B2])
