@@ -71,15 +71,15 @@ class Sizes:
         """Chunk data per publish commit: LMDB keeps every environment's largest dirty set for reuse."""
         return max(2 * MiB, self.phase2 // 2 // max(1, shards))
 
-    def window(self, runs: int, run_buffer_free: bool = False) -> int:
+    def window(self, runs: int, freed_share: float = 0.0) -> int:
         """Rows per publish cursor when ``runs`` runs are merged.
 
-        ``run_buffer_free``: every run is on disk and the run buffer was let
-        go of, so its memory goes to the cursors too.
+        ``freed_share``: the share of the run buffers' memory let go of once
+        the runs were complete (all of it when every run is on disk), which
+        goes to the cursors too.
         """
         pool = self.phase2 * 2 // 5
-        if run_buffer_free:
-            pool += (self.arena + self.rows * ROW_COST) * 4 // 5
+        pool += int((self.arena + self.rows * ROW_COST) * 4 // 5 * freed_share)
         share = pool // max(1, runs)
         return int(min(4096, max(16, share // WINDOW_ROW)))
 

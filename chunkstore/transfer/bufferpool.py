@@ -54,6 +54,10 @@ class SharedRing:
 
         return RingHandle(DupFd(self._fd), self.size)
 
+    def inherited_handle(self) -> RingHandle:
+        """For a forked child, which has this process's descriptors already."""
+        return RingHandle(self._fd, self.size)
+
     @property
     def in_use(self) -> int:
         return len(self._live)

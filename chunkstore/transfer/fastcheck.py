@@ -192,6 +192,20 @@ class Validator:
         raise RuntimeError(f"internal error: the batch validator refused chunk {address.hex()} that admit accepts")
 
 
+def warm_up() -> None:
+    """Load (or compile) the hashing kernels ``Validator`` calls, in this process.
+
+    The importer calls it before forking its workers, so they start with the
+    machine code in place.
+    """
+    from chunkstore.swarm.bmt import backend as hashing
+
+    rows = np.zeros((1, ROW_STRIDE), np.uint8)
+    one = np.full(1, SPAN, np.int64)
+    hashing.bmt_hashes(rows, one, np.zeros(1, np.int64), b"", np.zeros((1, 32), np.uint8))
+    hashing.keccak256_batch(rows[:, :64], np.full(1, 64, np.int64), np.zeros((1, 32), np.uint8))
+
+
 def _recover_public(sigs: bytes, digests: bytes, m: int) -> tuple[bytearray, np.ndarray]:
     """Uncompressed public keys (64 bytes each, without the 04 prefix) recovered from m signatures over m digests.
 

@@ -67,7 +67,7 @@ from .errors import ImportRefused, InsufficientSpace
 from .fastcheck import BatchTable
 from .progress import bar
 from .readers import Collector, PrefixedStream, read_snapshot, read_snapshot_header, read_tar
-from .runs import FileRun, Run, RunBuffer
+from .runs import FileRun, Run
 from .tarformat import Readable
 from .workers import Workers
 
@@ -91,6 +91,7 @@ class ImportReport:
     budget: int = 0
     peak_rss: int = 0  # of the importing process
     worker_peak_rss: list[int] = field(default_factory=list)
+    worker_start: str = ""  # how the validation workers started: "fork", "spawn" or "in process"
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -153,7 +154,7 @@ def import_reserve(
         report = ImportReport(name, fmt, 0, LoadReport(), budget=memory_budget)
         with _staging(path, staging_dir) as staging:
             t0 = time.perf_counter()
-            collector = Collector(RunBuffer(sizes.arena, sizes.rows), staging, shard_count)
+            collector = Collector(Collector.buffers_for(sizes.arena, sizes.rows, shape), staging, shard_count)
             try:
                 try:
                     describe = _validate(stream, fmt, limit, sizes, collector, table, nworkers, report, size,
@@ -174,7 +175,7 @@ def import_reserve(
                     chunks_before = store.chunk_count()
                     try:
                         _publish(store, collector.runs, report, table, seen, batches or [], describe, sizes,
-                                 skip_conflicts, collector.repeated_socs(), show_progress)
+                                 skip_conflicts, collector.repeated_socs(), collector.freed_share, show_progress)
                     except StoreWriteFailed as exc:
                         exc.add_note(_stopped_note(store, chunks_before))
                         raise
@@ -186,12 +187,14 @@ def import_reserve(
 
 
 def _load_kernels() -> None:
-    """Load (or compile) this process's numba kernels: the tar slab parser and the byte-range copies."""
+    """Load (or compile) this process's numba kernels: the tar slab parser, the byte-range copies and the
+    validator's hashing."""
     from chunkstore.swarm.bmt import backend as hashing
 
     if hashing.accelerated():
-        from . import bytecopy, tarscan
+        from . import bytecopy, fastcheck, tarscan
 
+        fastcheck.warm_up()  # for the workers, when they are forked (workers.py)
         tarscan.warm_up()
         bytecopy.gather(np.zeros(1, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.uint8), 0)
 
@@ -254,6 +257,7 @@ def _validate(
         finally:
             pool.close()
             report.worker_peak_rss = pool.peak_rss
+            report.worker_start = pool.start_method
         collector.finish()
         return describe
     except BaseException:
@@ -278,12 +282,13 @@ def _publish(
     sizes: Sizes,
     skip: bool,
     repeated_socs: set[bytes],
+    freed_share: float,
     show_progress: bool | None,
 ) -> None:
     load = report.load
     status = np.zeros(report.records, np.uint8)
     on_disk = sum(isinstance(r, FileRun) for r in runs)
-    window = sizes.window(on_disk + 1, run_buffer_free=on_disk == len(runs) > 1)
+    window = sizes.window(on_disk + 1, freed_share)
     # LMDB keeps each environment's largest transaction's worth of dirty pages for reuse: one
     # commit's share per shard, so that all shards together stay inside the publish budget.
     commit_bytes = sizes.commit_bytes(store.shard_count)

@@ -19,10 +19,18 @@ def enabled(stream: Any = None) -> bool:
     return bool(isatty and isatty())
 
 
+class _Bar(tqdm):  # type: ignore[misc]  # tqdm ships no types
+    """tqdm without its monitor thread: the bars here are updated often, and an import forks its workers
+    only from a process with no other thread (chunkstore/transfer/workers.py), so a finished bar must not
+    leave one behind."""
+
+    monitor_interval = 0
+
+
 def bar(desc: str, total: int | None = None, unit: str = "chunk", *, bytes_unit: bool = False, show: bool | None = None) -> tqdm:
     """A tqdm bar on stderr, shown only if ``show`` (default: stderr is a terminal)."""
     visible = enabled() if show is None else show
-    return tqdm(
+    return _Bar(
         total=total,
         desc=desc,
         unit="B" if bytes_unit else unit,

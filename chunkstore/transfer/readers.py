@@ -12,6 +12,7 @@ throws the staging area away and the store is as it was.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from chunkstore.swarm.constants import STAMP_SIZE, ChunkType
 
 from . import snapformat as snap
 from . import tarformat as tarf
-from .budget import TAR_SHAPE, TAR_TASK_BYTES, TAR_TASK_ENTRIES
+from .budget import TAR_SHAPE, TAR_TASK_BYTES, TAR_TASK_ENTRIES, FrameShape
 from .bufferpool import SharedRing
 from .errors import BudgetTooSmall, CorruptInput, ImportRefused
 from .runs import Run, RunBuffer
@@ -38,16 +39,60 @@ IN_FLIGHT_PER_WORKER = 4
 _STAMP_COLS = np.arange(STAMP_SIZE, dtype=np.int64)
 
 
-class Collector:
-    """Validated records into the run buffer; a full buffer is spilled to the staging directory as a run."""
+class _Spill:
+    """One full run buffer being sorted and written to the staging area by a thread of its own."""
 
-    def __init__(self, buffer: RunBuffer, staging: str, shard_count: int) -> None:
+    def __init__(self, buffer: RunBuffer, staging: str, number: int, shard_count: int) -> None:
         self.buffer = buffer
+        self.run: Run | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._work, args=(staging, number, shard_count), name=f"import-spill-{number}", daemon=True
+        )
+        self.thread.start()
+
+    def _work(self, staging: str, number: int, shard_count: int) -> None:
+        try:
+            self.run = self.buffer.spill(staging, number, shard_count)
+        except BaseException as exc:  # raised again by ``wait``, in the importing thread
+            self.error = exc
+
+    def wait(self) -> Run:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.run is not None
+        return self.run
+
+
+class Collector:
+    """Validated records into the run buffer; a full buffer is spilled to the staging directory as a run.
+
+    With two buffers (``buffers_for``), a full one is spilled by a thread
+    while the other fills: sorting and writing a run (about a second for a
+    few hundred MB here) no longer stops the workers, whose verdicts would
+    otherwise wait in the ring. The runs are numbered and listed in the
+    order their buffers filled, so the records' order is the same either way.
+    """
+
+    def __init__(self, buffers: RunBuffer | list[RunBuffer], staging: str, shard_count: int) -> None:
+        buffers = [buffers] if isinstance(buffers, RunBuffer) else list(buffers)
+        self.buffer = buffers[0]
+        self._spare = buffers[1:]
+        self._spilling: _Spill | None = None
         self.staging = staging
         self.shard_count = shard_count
         self.runs: list[Run] = []
         self.records = 0
+        self.freed_share = 0.0  # of the run buffers' memory, let go of by ``finish`` (for the publish windows)
         self._socs: list[np.ndarray] = []  # addresses of the SOCs seen, to find the repeated ones
+
+    @staticmethod
+    def buffers_for(arena: int, rows: int, shape: FrameShape) -> list[RunBuffer]:
+        """Two buffers of half the size when each still holds two of the largest units, else one."""
+        if arena // 2 >= 2 * shape.data_bytes and rows // 2 >= 2 * shape.records:
+            return [RunBuffer(arena // 2, rows // 2), RunBuffer(arena - arena // 2, rows - rows // 2)]
+        return [RunBuffer(arena, rows)]
 
     def add(
         self,
@@ -65,7 +110,7 @@ class Collector:
             if not self.buffer.rows:
                 rows, size = self.buffer.capacity
                 raise BudgetTooSmall(f"{n} records of {nbytes} bytes do not fit a run buffer of {rows} rows, {size} bytes")
-            self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
+            self._spill_full()
         shards = addresses[:, 31] % self.shard_count
         ordinals = np.arange(first, first + n, dtype=np.uint64)
         self.buffer.add(shards, addresses, stamps, kinds, ordinals, src, offsets, lengths)
@@ -73,6 +118,21 @@ class Collector:
         socs = kinds == ChunkType.SOC
         if socs.any():
             self._socs.append(np.ascontiguousarray(addresses[socs]).view("V32").reshape(-1))
+
+    def _settle(self) -> None:
+        """Wait for the spill in progress, if any: its run joins the list and its buffer is free again."""
+        if self._spilling is not None:
+            spill, self._spilling = self._spilling, None
+            self.runs.append(spill.wait())
+            self._spare.append(spill.buffer)
+
+    def _spill_full(self) -> None:
+        self._settle()
+        if not self._spare:
+            self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
+            return
+        self._spilling = _Spill(self.buffer, self.staging, len(self.runs), self.shard_count)
+        self.buffer = self._spare.pop()
 
     def repeated_socs(self) -> set[bytes]:
         """Addresses of SOCs that occur more than once (a feed updated within the import)."""
@@ -84,22 +144,35 @@ class Collector:
     def finish(self) -> list[Run]:
         """The runs: those spilled, and what the buffer still holds as the last.
 
-        When runs were spilled already, the last is spilled too and the run
-        buffer let go of: publishing then merges every run from disk, and its
-        read windows get the buffer's memory (with a hundred runs, windows of
-        a budget's small share held a few dozen rows each, and merging cost
-        more than validating). A single run stays in memory, as it was.
+        A single run stays in memory. When runs were spilled already and there
+        is one buffer, the last is spilled too and the buffer let go of:
+        publishing then merges every run from disk, and its read windows get
+        the buffer's memory (with a hundred runs, windows of a budget's small
+        share held a few dozen rows each, and merging cost more than
+        validating). With two, the last stays in memory and the other is let
+        go of: half the memory for the windows, and no last spill to wait for.
+        ``freed_share`` says which share of the run buffers' memory was let go of.
         """
+        self._settle()
         if self.buffer.rows:
-            if self.runs:
+            if self.runs and not self._spare:
                 self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
                 self.buffer = RunBuffer(0, 0)
+                self.freed_share = 1.0
             else:
+                if self.runs:
+                    self.freed_share = len(self._spare) / (len(self._spare) + 1)
                 self.runs.append(self.buffer.seal(self.shard_count))
                 self.buffer.rows = 0
+        self._spare = []
         return self.runs
 
     def discard(self) -> None:
+        if self._spilling is not None:
+            self._spilling.thread.join()  # before its files are removed; its error is moot now
+            if self._spilling.run is not None:
+                self.runs.append(self._spilling.run)
+            self._spilling = None
         for run in self.runs:
             run.remove()
         self.runs = []

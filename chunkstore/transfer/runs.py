@@ -20,7 +20,9 @@ signature``) are exactly a stamp entry's value in the store (layout.py).
 
 from __future__ import annotations
 
+import errno
 import heapq
+import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,6 +52,34 @@ SLOT_KEY = slice(33, 73)
 ENTRY_KEY = slice(1, 73)
 # Room for one row's chunk data in a publish window: the longest chunk, rounded as the hashing rows are.
 ROW_DATA = ROW_STRIDE
+
+
+ALIGN = 4096  # O_DIRECT's unit for buffer addresses, lengths and file offsets (a page; enough for any disk)
+
+
+def aligned_buffer(size: int) -> np.ndarray:
+    """``size`` bytes (rounded up to ``ALIGN``) at a page-aligned address: anonymous memory, as O_DIRECT wants."""
+    return np.frombuffer(mmap.mmap(-1, -(-size // ALIGN) * ALIGN), np.uint8)
+
+
+def open_direct(path: str, flags: int) -> tuple[int, bool]:
+    """Open a staging file bypassing the page cache where the file system allows (``O_DIRECT``).
+
+    Staged runs are written once and read back once: through the page cache
+    they would take as much of it as the import's data (4 GB a million
+    chunks), pushing out what the node keeps there, and filling fresh page
+    cache costs more than the disk writes (measured on this VM: 110-170 MB/s
+    buffered into new pages, 1.5 GB/s with O_DIRECT). Returns
+    ``(fd, direct)``; where O_DIRECT is refused (tmpfs), a plain descriptor.
+    """
+    direct = getattr(os, "O_DIRECT", 0)
+    if direct:
+        try:
+            return os.open(path, flags | direct, 0o600), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags, 0o600), False
 
 
 def _raw(rows: np.ndarray) -> np.ndarray:
@@ -137,17 +167,29 @@ class RunBuffer:
         srt, bounds, slots = self._sort(shard_count)
         base = os.path.join(directory, f"run-{number:05d}")
         offs, lens = srt["off"].astype(np.int64), srt["len"].astype(np.int64)
-        block = np.empty(SPILL_BLOCK, np.uint8)
-        with open(base + ".dat", "wb") as f:
-            # The records in key order, gathered into blocks: one write per block, not per record.
+        block = aligned_buffer(SPILL_BLOCK + ALIGN)
+        fd, direct = open_direct(base + ".dat", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            # The records in key order, gathered into blocks: one write per block, not per record. With
+            # O_DIRECT only whole aligned pages are written: a block's unaligned end moves to the front of
+            # the block and goes out with the next, and the last write is padded (the index has the lengths).
             ends = np.cumsum(lens)
-            i, n = 0, len(srt)
+            i, n, carry = 0, len(srt), 0
             while i < n:
                 before = int(ends[i - 1]) if i else 0
-                j = max(i + 1, int(np.searchsorted(ends, before + SPILL_BLOCK, "right")))
-                end = gather(self.arena, offs[i:j], lens[i:j], block, 0)
-                f.write(block.data[:end])
+                j = max(i + 1, int(np.searchsorted(ends, before + SPILL_BLOCK - carry, "right")))
+                end = gather(self.arena, offs[i:j], lens[i:j], block, carry)
+                out = end - end % ALIGN if direct and j < n else end
+                if direct and j == n:
+                    out = -(-end // ALIGN) * ALIGN
+                    block[end:out] = 0
+                _write_all(fd, block[:out])
+                carry = max(0, end - out)
+                if carry:
+                    block[:carry] = block[out:end]
                 i = j
+        finally:
+            os.close(fd)
         lengths = srt["len"].astype(np.uint64)
         srt["off"][0] = 0
         np.cumsum(lengths[:-1], out=srt["off"][1:])
@@ -196,6 +238,12 @@ class Cursor:
         rows = self.window[self.pos : self.pos + k]
         self.pos += k
         return Piece(rows, None, 0)
+
+
+def _write_all(fd: int, data: np.ndarray) -> None:
+    view = data.data
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def merge_blocks(cursors: list[Cursor]) -> Iterator[list[Piece]]:
@@ -262,10 +310,15 @@ class _FileCursor(Cursor):
     def __init__(self, path: str, dtype: np.dtype, field: str, lo: int, hi: int, window: int, data: str | None) -> None:
         super().__init__()
         self.field = field
+        self._path = data
         self._f = open(path, "rb")  # noqa: SIM115 - closed when the cursor is used up
-        self._data = open(data, "rb") if data else None  # noqa: SIM115
+        self._data: int | None = None
+        self._direct = False
+        if data:
+            self._data, self._direct = open_direct(data, os.O_RDONLY)
         self._buf = np.empty(max(1, min(window, hi - lo)), dtype)
-        self._dbuf = np.empty(len(self._buf) * ROW_DATA, np.uint8) if data else None
+        # room for a window's data and, read with O_DIRECT, the aligned pages around it
+        self._dbuf = aligned_buffer(len(self._buf) * ROW_DATA + 2 * ALIGN) if data else None
         self._next = lo
         self._hi = hi
         self._size = dtype.itemsize
@@ -292,8 +345,16 @@ class _FileCursor(Cursor):
             assert self._dbuf is not None  # allocated with the data file
             first = int(buf["off"][0])
             end = int(buf["off"][-1]) + int(buf["len"][-1])
-            self._data.seek(first)
-            self._data.readinto(self._dbuf[: end - first].data)
+            if self._direct:  # whole pages, from an aligned offset (the file's end is padded)
+                first -= first % ALIGN
+                end = -(-end // ALIGN) * ALIGN
+            view = self._dbuf.data[: end - first]
+            got = 0
+            while got < len(view):
+                k = os.preadv(self._data, [view[got:]], first + got)
+                if k <= 0:
+                    raise OSError(errno.EIO, f"staged run {self._path} ends early: {first + got} of {end} bytes")
+                got += k
             self._base = first
 
     def take(self, k: int) -> Piece:
@@ -303,10 +364,16 @@ class _FileCursor(Cursor):
         return piece
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.close()
-        if self._data is not None and not self._data.closed:
-            self._data.close()
+        f = getattr(self, "_f", None)  # None: __init__ failed before opening it
+        if f is not None and not f.closed:
+            f.close()
+        data = getattr(self, "_data", None)
+        if data is not None:
+            os.close(data)
+            self._data = None
+
+    def __del__(self) -> None:  # a merge stopped early (an error) leaves its cursors unfinished
+        self.close()
 
 
 class MemoryRun:

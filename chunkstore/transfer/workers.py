@@ -6,15 +6,22 @@ sits in the ring), decodes and validates there, and answers with one chunk
 type byte per record, or the first refusal with ``admit``'s message. Chunk
 data never crosses the pipe.
 
-Workers are started with 'spawn': a process forked from one holding the
-store could not open it under py-lmdb 3 (and they need no store anyway).
-``Workers(0, ...)`` runs the same tasks in the calling process (small
-imports, tests, machines with one core).
+Workers are forked when the calling process has no other thread (the
+``chunkstore import`` command at this point: the store is not open and no
+thread has started): a forked worker has the interpreter, the libraries and
+the kernels its parent loaded, where a spawned one spends about a second of
+a core loading them again, a core the other worker needs. A process with
+other threads (a test run, an embedding program) gets 'spawn': a fork copies
+whatever lock another thread holds at that moment. Workers never open the
+store either way (a process forked from one holding it could not, under
+py-lmdb 3). ``Workers(0, ...)`` runs the same tasks in the calling process
+(small imports, tests, machines with one core).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 import traceback
 import zlib
 from collections import deque
@@ -151,6 +158,11 @@ def worker_main(conn: Any, handle: RingHandle, table: BatchTable) -> None:
         return
 
 
+def fork_is_safe() -> bool:
+    """Can this process fork its workers: the platform forks, and no other thread runs here."""
+    return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
+
+
 class Workers:
     """Worker processes fed in order: results come back in the order tasks were submitted."""
 
@@ -163,14 +175,18 @@ class Workers:
         self._local: TaskRunner | None = None
         self._done: deque[tuple[str, Any]] = deque()
         self.peak_rss: list[int] = []  # of each worker, known once closed
+        self.start_method = "in process"
         if count == 0:
             self._local = TaskRunner(ring.array, table)
             return
-        ctx = mp.get_context("spawn")
+        forked = fork_is_safe()
+        ctx = mp.get_context("fork") if forked else mp.get_context("spawn")
+        self.start_method = ctx.get_start_method()
         try:
             for _ in range(count):
                 parent, child = ctx.Pipe()
-                proc = ctx.Process(target=worker_main, args=(child, ring.handle_for_child(), table), daemon=True)
+                handle = ring.inherited_handle() if forked else ring.handle_for_child()
+                proc = ctx.Process(target=worker_main, args=(child, handle, table), daemon=True)
                 proc.start()
                 child.close()
                 self._procs.append(proc)

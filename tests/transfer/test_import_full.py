@@ -13,6 +13,7 @@ import contextlib
 import errno
 import io
 import os
+import threading
 
 import pytest
 
@@ -23,7 +24,7 @@ from chunkstore.store.shard import Shard
 from chunkstore.store.verify import verify_store
 from chunkstore.transfer import importer
 from chunkstore.transfer import readers as importreaders
-from chunkstore.transfer.budget import Sizes
+from chunkstore.transfer.budget import FrameShape, Sizes
 from chunkstore.transfer.errors import InsufficientSpace
 from chunkstore.transfer.runs import RunBuffer
 from tests.store.fullhelpers import FailingCommits
@@ -85,6 +86,36 @@ def test_staging_out_of_space_leaves_the_store_unchanged(setup, monkeypatch):
     with pytest.raises(InsufficientSpace, match="no space left for the import's staging area .*--staging-dir"):
         _import(path, tar)
     assert _dump(path) == before
+    _clean(path)
+
+
+def test_staging_out_of_space_in_a_spilling_thread_leaves_the_store_unchanged(setup, monkeypatch, tmp_path):
+    """With two run buffers the spill runs in a thread: its ENOSPC still stops the import, nothing left behind."""
+    path, tar, _, _ = setup
+    before = _dump(path)
+    spills = []
+
+    def small(budget, baseline, workers, shape):
+        return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=160 << 10, rows=64, phase2=1 << 20)
+
+    real = RunBuffer.spill
+
+    def second_fails(self, directory, number, shard_count):
+        spills.append(threading.current_thread().name)
+        if number == 1:
+            raise OSError(errno.ENOSPC, "No space left on device", directory)
+        return real(self, directory, number, shard_count)
+
+    staging = tmp_path / "staging"
+    monkeypatch.setattr(importer, "plan_sizes", small)
+    monkeypatch.setattr(importer, "TAR_SHAPE", FrameShape(40 << 10, 40 << 10, 8))
+    monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 8)
+    monkeypatch.setattr(RunBuffer, "spill", second_fails)
+    with pytest.raises(InsufficientSpace, match="no space left for the import's staging area"):
+        _import(path, tar, staging_dir=str(staging))
+    assert spills[:2] == ["import-spill-0", "import-spill-1"]
+    assert _dump(path) == before
+    assert not any(staging.rglob("run-*"))  # the run the first thread wrote is gone too
     _clean(path)
 
 

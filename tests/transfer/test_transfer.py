@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -16,7 +19,7 @@ from chunkstore.swarm.soc import make_soc
 from chunkstore.transfer import importer
 from chunkstore.transfer import readers as importreaders
 from chunkstore.transfer.batchfile import dump_batches
-from chunkstore.transfer.budget import Sizes
+from chunkstore.transfer.budget import FrameShape, Sizes
 from chunkstore.transfer.errors import BudgetTooSmall, CorruptInput, ImportRefused
 from chunkstore.transfer.exporter import export_reserve
 from chunkstore.transfer.importer import STAGING, import_reserve
@@ -327,20 +330,84 @@ def test_contended_import_equals_puts(tmp_path, seed):
     assert verify_store(bulk).ok
 
 
-def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries):
-    """A run buffer a few records big: many runs on disk, merged back in key order."""
-    stored, imported = _scenario(11)
+def _spills_in_threads(monkeypatch) -> list[object]:
+    """Make the run buffers hold two tar tasks of 3 entries each, so the collector gets two and spills
+    in a thread; returns the list the spills it starts are recorded in."""
+    started: list[object] = []
+    real = importreaders._Spill
+
+    def spill(*a):
+        started.append(real(*a))
+        return started[-1]
+
+    monkeypatch.setattr(importer, "TAR_SHAPE", FrameShape(8 << 10, 8 << 10, 3))  # a 4-entry slab's data fits in 8 KiB
+    monkeypatch.setattr(importreaders, "_Spill", spill)
+    return started
+
+
+@pytest.mark.parametrize("page_cache", [False, True])
+def test_staged_runs_bypass_the_page_cache_where_they_can(tmp_path, monkeypatch, entries, page_cache):
+    """Runs are written and read back with O_DIRECT (whole aligned pages, the last one padded), or through
+    the page cache where the file system refuses it: the same store either way."""
+    from chunkstore.transfer import runs as runs_module
+
+    _, imported = _scenario(11)
     records = entries + imported
     src = str(tmp_path / "in.tar")
     write_tar(src, records)
+    if page_cache:
+        monkeypatch.delattr(os, "O_DIRECT")
+    opened = []
+    real_open = runs_module.open_direct
+    monkeypatch.setattr(runs_module, "open_direct", lambda *a: opened.append(real_open(*a)) or opened[-1])
+    sizes = []
+    real_spill = runs_module.RunBuffer.spill
+
+    def spill(self, directory, number, shard_count):
+        run = real_spill(self, directory, number, shard_count)
+        sizes.append(os.path.getsize(run.base + ".dat"))
+        return run
 
     def small(budget, baseline, workers, shape):
         return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=16 << 10, rows=8, phase2=1 << 20)
 
     monkeypatch.setattr(importer, "plan_sizes", small)
     monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 3)
+    monkeypatch.setattr(runs_module.RunBuffer, "spill", spill)
+    report = _import(str(tmp_path / "bulk"), src, batches=[B1, B2, TINY], skip_conflicts=True)
+    assert report.runs > 3 and opened
+    direct = {d for _, d in opened}
+    if page_cache:
+        assert direct == {False}
+    elif direct == {False}:
+        pytest.skip(f"the file system of {tmp_path} refuses O_DIRECT")
+    else:
+        assert direct == {True} and all(size % runs_module.ALIGN == 0 for size in sizes)
+    assert _content_of(str(tmp_path / "bulk")) == _reference(str(tmp_path / "puts"), records, [B1, B2, TINY])
+
+
+@pytest.mark.parametrize("buffers", [1, 2])
+def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries, buffers):
+    """A run buffer a few records big: many runs on disk, merged back in key order.
+
+    With two buffers, one is spilled by a thread while the other fills, and
+    the last stays in memory: the same store either way.
+    """
+    stored, imported = _scenario(11)
+    records = entries + imported
+    src = str(tmp_path / "in.tar")
+    write_tar(src, records)
+    arena, rows = (16 << 10, 8) if buffers == 1 else (40 << 10, 16)
+
+    def small(budget, baseline, workers, shape):
+        return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=arena, rows=rows, phase2=1 << 20)
+
+    monkeypatch.setattr(importer, "plan_sizes", small)
+    monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 3)
+    started = _spills_in_threads(monkeypatch) if buffers == 2 else []
     report = _import(str(tmp_path / "bulk"), src, batches=[B1, B2, TINY], skip_conflicts=True)
     assert report.runs > 3
+    assert len(started) == (report.runs - 1 if buffers == 2 else 0)  # every run but the last, by a thread
     with open_store(str(tmp_path / "puts"), batches=[B1, B2, TINY]) as store:
         put_sequentially(store, records)
     assert _content_of(str(tmp_path / "bulk")) == _content_of(str(tmp_path / "puts"))
@@ -528,3 +595,34 @@ def test_pipes_stdin_and_stdout(tmp_path, entries):
     assert importer_proc.returncode == 0, importer_proc.stderr
     assert importer_proc.stderr == ""  # no progress bar in a pipe
     assert _content_of(b) == _content_of(a)
+
+
+@pytest.mark.parametrize("other_thread", [False, True])
+def test_workers_are_forked_only_when_no_other_thread_runs(tmp_path, entries, other_thread):
+    """A fork copies whatever lock another thread holds: the workers are forked only from a process with
+    no other thread (an import of its own, as the command runs it), and spawned otherwise; the same store
+    either way."""
+    src = str(tmp_path / "in.tar")
+    write_tar(src, entries)
+    store = str(tmp_path / "s")
+    if other_thread:
+        stop = threading.Event()
+        waiter = threading.Thread(target=stop.wait, daemon=True)
+        waiter.start()
+        try:
+            started = _import(store, src, batches=[B1, B2], workers=2).worker_start
+        finally:
+            stop.set()
+    else:  # this test process may run threads of earlier tests: the import runs in a process of its own
+        code = (
+            "import sys; from chunkstore.transfer.importer import import_reserve; "
+            "from tests.store.helpers import make_batch; "
+            "r = import_reserve(sys.argv[1], sys.argv[2], batches=[make_batch(1), make_batch(2)], workers=2, "
+            "show_progress=False); print(r.worker_start)"
+        )
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        out = subprocess.run([sys.executable, "-c", code, store, src], cwd=root, capture_output=True, text=True,
+                             check=True, timeout=300)  # fmt: skip
+        started = out.stdout.split()[-1]
+    assert started == ("spawn" if other_thread else "fork")
+    assert _content_of(store) == _reference(str(tmp_path / "ref"), entries, [B1, B2])
