@@ -71,15 +71,15 @@ class Sizes:
         """Chunk data per publish commit: LMDB keeps every environment's largest dirty set for reuse."""
         return max(2 * MiB, self.phase2 // 2 // max(1, shards))
 
-    def window(self, runs: int, freed_share: float = 0.0) -> int:
+    def window(self, runs: int, run_buffer_free: bool = False) -> int:
         """Rows per publish cursor when ``runs`` runs are merged.
 
-        ``freed_share``: the share of the run buffers' memory let go of once
-        the runs were complete (all of it when every run is on disk), which
-        goes to the cursors too.
+        ``run_buffer_free``: every run is on disk and the run buffer was let
+        go of, so its memory goes to the cursors too.
         """
         pool = self.phase2 * 2 // 5
-        pool += int((self.arena + self.rows * ROW_COST) * 4 // 5 * freed_share)
+        if run_buffer_free:
+            pool += (self.arena + self.rows * ROW_COST) * 4 // 5
         share = pool // max(1, runs)
         return int(min(4096, max(16, share // WINDOW_ROW)))
 
@@ -116,7 +116,9 @@ def plan_sizes(budget: int, baseline: int, workers: int, shape: FrameShape) -> S
             f"worker(s) need about {need} MiB in all"
         )
     phase2 = max(phase2_min, avail // 4)
-    ring = min(phase2, max(ring_min, (4 * max(1, workers) + 2) * shape.ring_bytes))
+    # The publish's share is idle while validating, and the ring is gone before publishing: the ring
+    # takes all of it, room for the verdicts that wait there while a full run buffer is spilled.
+    ring = phase2
     run_total = avail - phase2
     arena = run_total * 4 // 5
     rows = max(2 * shape.records, (run_total - arena) // ROW_COST)

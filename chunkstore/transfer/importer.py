@@ -67,7 +67,7 @@ from .errors import ImportRefused, InsufficientSpace
 from .fastcheck import BatchTable
 from .progress import bar
 from .readers import Collector, PrefixedStream, read_snapshot, read_snapshot_header, read_tar
-from .runs import FileRun, Run
+from .runs import FileRun, Run, RunBuffer
 from .tarformat import Readable
 from .workers import Workers
 
@@ -154,7 +154,7 @@ def import_reserve(
         report = ImportReport(name, fmt, 0, LoadReport(), budget=memory_budget)
         with _staging(path, staging_dir) as staging:
             t0 = time.perf_counter()
-            collector = Collector(Collector.buffers_for(sizes.arena, sizes.rows, shape), staging, shard_count)
+            collector = Collector(RunBuffer(sizes.arena, sizes.rows), staging, shard_count, shape)
             try:
                 try:
                     describe = _validate(stream, fmt, limit, sizes, collector, table, nworkers, report, size,
@@ -175,7 +175,7 @@ def import_reserve(
                     chunks_before = store.chunk_count()
                     try:
                         _publish(store, collector.runs, report, table, seen, batches or [], describe, sizes,
-                                 skip_conflicts, collector.repeated_socs(), collector.freed_share, show_progress)
+                                 skip_conflicts, collector.repeated_socs(), show_progress)
                     except StoreWriteFailed as exc:
                         exc.add_note(_stopped_note(store, chunks_before))
                         raise
@@ -282,13 +282,12 @@ def _publish(
     sizes: Sizes,
     skip: bool,
     repeated_socs: set[bytes],
-    freed_share: float,
     show_progress: bool | None,
 ) -> None:
     load = report.load
     status = np.zeros(report.records, np.uint8)
     on_disk = sum(isinstance(r, FileRun) for r in runs)
-    window = sizes.window(on_disk + 1, freed_share)
+    window = sizes.window(on_disk + 1, run_buffer_free=on_disk == len(runs) > 1)
     # LMDB keeps each environment's largest transaction's worth of dirty pages for reuse: one
     # commit's share per shard, so that all shards together stay inside the publish budget.
     commit_bytes = sizes.commit_bytes(store.shard_count)

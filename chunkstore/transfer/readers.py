@@ -68,31 +68,30 @@ class _Spill:
 class Collector:
     """Validated records into the run buffer; a full buffer is spilled to the staging directory as a run.
 
-    With two buffers (``buffers_for``), a full one is spilled by a thread
-    while the other fills: sorting and writing a run (about a second for a
-    few hundred MB here) no longer stops the workers, whose verdicts would
-    otherwise wait in the ring. The runs are numbered and listed in the
-    order their buffers filled, so the records' order is the same either way.
+    The spill (sort, write) runs in a thread of its own, started as soon as
+    the buffer could not take another of the largest units (``shape``), and
+    the next ``add`` waits for it. Meanwhile the reader goes on feeding the
+    workers, and their verdicts wait in the ring (``spilling`` tells the
+    readers not to take them): the workers never stop for a spill while the
+    ring has room. One buffer of the full size keeps runs as few as the
+    budget allows: publishing merges every run, at a cost that grows with
+    their number squared (windows shrink as runs multiply).
     """
 
-    def __init__(self, buffers: RunBuffer | list[RunBuffer], staging: str, shard_count: int) -> None:
-        buffers = [buffers] if isinstance(buffers, RunBuffer) else list(buffers)
-        self.buffer = buffers[0]
-        self._spare = buffers[1:]
-        self._spilling: _Spill | None = None
+    def __init__(self, buffer: RunBuffer, staging: str, shard_count: int, shape: FrameShape | None = None) -> None:
+        self.buffer = buffer
         self.staging = staging
         self.shard_count = shard_count
+        self.shape = shape  # the largest unit: a buffer that cannot take one more is spilled at once
         self.runs: list[Run] = []
         self.records = 0
-        self.freed_share = 0.0  # of the run buffers' memory, let go of by ``finish`` (for the publish windows)
+        self._spill: _Spill | None = None
         self._socs: list[np.ndarray] = []  # addresses of the SOCs seen, to find the repeated ones
 
-    @staticmethod
-    def buffers_for(arena: int, rows: int, shape: FrameShape) -> list[RunBuffer]:
-        """Two buffers of half the size when each still holds two of the largest units, else one."""
-        if arena // 2 >= 2 * shape.data_bytes and rows // 2 >= 2 * shape.records:
-            return [RunBuffer(arena // 2, rows // 2), RunBuffer(arena - arena // 2, rows - rows // 2)]
-        return [RunBuffer(arena, rows)]
+    @property
+    def spilling(self) -> bool:
+        """A spill is still running: verdicts are better left in the ring for now."""
+        return self._spill is not None and self._spill.thread.is_alive()
 
     def add(
         self,
@@ -104,13 +103,14 @@ class Collector:
         offsets: np.ndarray,
         lengths: np.ndarray,
     ) -> None:
+        self._settle()
         n = len(lengths)
         nbytes = int(lengths.sum())
         if not self.buffer.fits(n, nbytes):
             if not self.buffer.rows:
                 rows, size = self.buffer.capacity
                 raise BudgetTooSmall(f"{n} records of {nbytes} bytes do not fit a run buffer of {rows} rows, {size} bytes")
-            self._spill_full()
+            self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
         shards = addresses[:, 31] % self.shard_count
         ordinals = np.arange(first, first + n, dtype=np.uint64)
         self.buffer.add(shards, addresses, stamps, kinds, ordinals, src, offsets, lengths)
@@ -118,21 +118,15 @@ class Collector:
         socs = kinds == ChunkType.SOC
         if socs.any():
             self._socs.append(np.ascontiguousarray(addresses[socs]).view("V32").reshape(-1))
+        shape = self.shape
+        if shape is not None and not self.buffer.fits(shape.records, shape.data_bytes):
+            self._spill = _Spill(self.buffer, self.staging, len(self.runs), self.shard_count)
 
     def _settle(self) -> None:
-        """Wait for the spill in progress, if any: its run joins the list and its buffer is free again."""
-        if self._spilling is not None:
-            spill, self._spilling = self._spilling, None
+        """Wait for the spill in progress, if any: its run joins the list and the buffer is free again."""
+        if self._spill is not None:
+            spill, self._spill = self._spill, None
             self.runs.append(spill.wait())
-            self._spare.append(spill.buffer)
-
-    def _spill_full(self) -> None:
-        self._settle()
-        if not self._spare:
-            self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
-            return
-        self._spilling = _Spill(self.buffer, self.staging, len(self.runs), self.shard_count)
-        self.buffer = self._spare.pop()
 
     def repeated_socs(self) -> set[bytes]:
         """Addresses of SOCs that occur more than once (a feed updated within the import)."""
@@ -144,35 +138,28 @@ class Collector:
     def finish(self) -> list[Run]:
         """The runs: those spilled, and what the buffer still holds as the last.
 
-        A single run stays in memory. When runs were spilled already and there
-        is one buffer, the last is spilled too and the buffer let go of:
-        publishing then merges every run from disk, and its read windows get
-        the buffer's memory (with a hundred runs, windows of a budget's small
-        share held a few dozen rows each, and merging cost more than
-        validating). With two, the last stays in memory and the other is let
-        go of: half the memory for the windows, and no last spill to wait for.
-        ``freed_share`` says which share of the run buffers' memory was let go of.
+        When runs were spilled already, the last is spilled too and the run
+        buffer let go of: publishing then merges every run from disk, and its
+        read windows get the buffer's memory (with a hundred runs, windows of
+        a budget's small share held a few dozen rows each, and merging cost
+        more than validating). A single run stays in memory, as it was.
         """
         self._settle()
         if self.buffer.rows:
-            if self.runs and not self._spare:
+            if self.runs:
                 self.runs.append(self.buffer.spill(self.staging, len(self.runs), self.shard_count))
                 self.buffer = RunBuffer(0, 0)
-                self.freed_share = 1.0
             else:
-                if self.runs:
-                    self.freed_share = len(self._spare) / (len(self._spare) + 1)
                 self.runs.append(self.buffer.seal(self.shard_count))
                 self.buffer.rows = 0
-        self._spare = []
         return self.runs
 
     def discard(self) -> None:
-        if self._spilling is not None:
-            self._spilling.thread.join()  # before its files are removed; its error is moot now
-            if self._spilling.run is not None:
-                self.runs.append(self._spilling.run)
-            self._spilling = None
+        if self._spill is not None:
+            self._spill.thread.join()  # before its files are removed; its error is moot now
+            if self._spill.run is not None:
+                self.runs.append(self._spill.run)
+            self._spill = None
         for run in self.runs:
             run.remove()
         self.runs = []
@@ -260,7 +247,7 @@ def read_tar(stream: Readable, ring: SharedRing, workers: Workers, collector: Co
         workers.submit(task)
         pending.append((state["first"], task, frees))
         state["first"] += len(task.starts)
-        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count):
+        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count) and not collector.spilling:
             consume()  # keep verdicts flowing so the run buffer fills while workers validate
 
     scanner = _fast_scanner()
@@ -481,7 +468,7 @@ def read_snapshot(
             raise CorruptInput(f"snapshot truncated after frame {number - 1} (at byte {offset}): its index of frames is missing")
         else:
             raise CorruptInput(f"snapshot frame {number} (at byte {offset}): no frame header there: the file is corrupted")
-        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count):
+        while workers.outstanding > IN_FLIGHT_PER_WORKER * max(1, workers.count) and not collector.spilling:
             consume()  # keep verdicts flowing so the run buffer fills while workers decode
     while workers.outstanding:
         consume()

@@ -331,8 +331,8 @@ def test_contended_import_equals_puts(tmp_path, seed):
 
 
 def _spills_in_threads(monkeypatch) -> list[object]:
-    """Make the run buffers hold two tar tasks of 3 entries each, so the collector gets two and spills
-    in a thread; returns the list the spills it starts are recorded in."""
+    """Make the largest unit of work 3 tar entries, so the collector spills a buffer in a thread as soon as it
+    cannot take 3 more; returns the list the spills it starts are recorded in."""
     started: list[object] = []
     real = importreaders._Spill
 
@@ -386,28 +386,32 @@ def test_staged_runs_bypass_the_page_cache_where_they_can(tmp_path, monkeypatch,
     assert _content_of(str(tmp_path / "bulk")) == _reference(str(tmp_path / "puts"), records, [B1, B2, TINY])
 
 
-@pytest.mark.parametrize("buffers", [1, 2])
-def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries, buffers):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_spilled_runs_merge_like_one(tmp_path, monkeypatch, entries, threaded):
     """A run buffer a few records big: many runs on disk, merged back in key order.
 
-    With two buffers, one is spilled by a thread while the other fills, and
-    the last stays in memory: the same store either way.
+    Spilled by a thread (as an import does, its verdicts waiting in the ring
+    meanwhile) or in line when the buffer is full: the same store either way.
     """
     stored, imported = _scenario(11)
     records = entries + imported
     src = str(tmp_path / "in.tar")
     write_tar(src, records)
-    arena, rows = (16 << 10, 8) if buffers == 1 else (40 << 10, 16)
+    arena, rows = (16 << 10, 8) if not threaded else (40 << 10, 16)
 
     def small(budget, baseline, workers, shape):
         return Sizes(budget=budget, baseline=baseline, ring=4 << 20, arena=arena, rows=rows, phase2=1 << 20)
 
     monkeypatch.setattr(importer, "plan_sizes", small)
     monkeypatch.setattr(importreaders, "TAR_TASK_ENTRIES", 3)
-    started = _spills_in_threads(monkeypatch) if buffers == 2 else []
+    if threaded:
+        started = _spills_in_threads(monkeypatch)
+    else:
+        started = []
+        monkeypatch.setattr(importer, "TAR_SHAPE", None)  # no largest unit known: spilled in line, when full
     report = _import(str(tmp_path / "bulk"), src, batches=[B1, B2, TINY], skip_conflicts=True)
     assert report.runs > 3
-    assert len(started) == (report.runs - 1 if buffers == 2 else 0)  # every run but the last, by a thread
+    assert len(started) == (report.runs - 1 if threaded else 0)  # every run but the last, by a thread
     with open_store(str(tmp_path / "puts"), batches=[B1, B2, TINY]) as store:
         put_sequentially(store, records)
     assert _content_of(str(tmp_path / "bulk")) == _content_of(str(tmp_path / "puts"))
