@@ -260,7 +260,8 @@ class MemoryPoller:
 
     Roles: ``parent`` (this process), ``forkserver`` and ``resource-tracker``
     (multiprocessing helpers), ``worker`` (children of the fork server: the
-    sampler's phase-1 processes), ``child`` (anything else).
+    sampler's phase-1 processes; and the parent's spawned or forked children:
+    an import's validation workers), ``child`` (anything else).
     """
 
     interval: float = 0.02
@@ -278,7 +279,9 @@ class MemoryPoller:
                 return "forkserver"
             if "resource_tracker" in cmd:
                 return "resource-tracker"
-            return "worker" if "spawn_main" in cmd else "child"
+            if "spawn_main" in cmd or cmd == _cmdline(self.root or os.getpid()):
+                return "worker"  # spawned, or forked (a fork keeps its parent's command line)
+            return "child"
         return "worker" if parent_role == "forkserver" else "child"
 
     def poll(self) -> None:
