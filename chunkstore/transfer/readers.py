@@ -152,6 +152,8 @@ class Collector:
             else:
                 self.runs.append(self.buffer.seal(self.shard_count))
                 self.buffer.rows = 0
+        elif self.runs:  # the last records filled the buffer, and its spill emptied it: all on disk too
+            self.buffer = RunBuffer(0, 0)
         return self.runs
 
     def discard(self) -> None:

@@ -630,3 +630,27 @@ def test_workers_are_forked_only_when_no_other_thread_runs(tmp_path, entries, ot
         started = out.stdout.split()[-1]
     assert started == ("spawn" if other_thread else "fork")
     assert _content_of(store) == _reference(str(tmp_path / "ref"), entries, [B1, B2])
+
+
+def test_a_last_spill_in_a_thread_lets_the_run_buffer_go(tmp_path):
+    """When the last records fill the buffer, its spill runs in a thread and ``finish`` finds it empty: every
+    run is on disk then, and the buffer must be let go of, since the publish gives its memory to the read
+    windows (``run_buffer_free``)."""
+    import numpy as np
+
+    from chunkstore.swarm.constants import ChunkType
+    from chunkstore.transfer.runs import FileRun, RunBuffer
+
+    collector = importreaders.Collector(RunBuffer(8192, 4), str(tmp_path), 4, FrameShape(4096, 4096, 2))
+    rng = np.random.default_rng(1)
+    for first in (0, 2):  # two records each: the second call leaves no room for another unit of two
+        addresses = rng.integers(0, 256, (2, 32), dtype=np.uint8)
+        stamps = rng.integers(0, 256, (2, 113), dtype=np.uint8)
+        src = rng.integers(0, 256, 2000, dtype=np.uint8)
+        collector.add(addresses, stamps, np.full(2, int(ChunkType.CAC), np.uint8), first, src,
+                      np.array([0, 1000]), np.array([1000, 1000]))  # fmt: skip
+    assert collector._spill is not None  # its spill started in a thread
+    runs = collector.finish()
+    assert len(runs) == 1 and isinstance(runs[0], FileRun) and runs[0].rows == 4
+    assert collector.buffer.capacity == (0, 0)
+    collector.discard()
