@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from chunkstore.reserve import ReserveStore
 from tests.api import daemonproc
+from tests.api.contenthelpers import content_app, register_batch
 from tests.api.helpers import Daemon
 
 
@@ -29,6 +32,13 @@ def daemons() -> Iterator[Callable[..., Daemon]]:
             d.proc.wait()
 
 
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]:
+    """An in-process content API with the node's batch registered: (client, the store behind it)."""
+    app, store = content_app(tmp_path)
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        yield client, store
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from api.config import Config
 from api.state import STATE
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.cac import make_cac
-from tests.api.contenthelpers import BATCH, content_app, register_batch, upload_headers
+from tests.api.contenthelpers import BATCH, register_batch, upload_headers
 from tests.api.helpers import Uploader
 
 
@@ -153,14 +153,6 @@ async def test_shutdown_closes_open_streams_with_1001(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- stamped by the node (batch id on the upgrade)
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]:
-    app, store = content_app(tmp_path)
-    async with TestClient(TestServer(app)) as client:
-        await register_batch(client)
-        yield client, store
 
 
 async def test_node_stamped_stream(node) -> None:

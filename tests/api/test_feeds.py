@@ -21,7 +21,7 @@ from chunkstore.swarm.file import split_bytes
 from chunkstore.swarm.mantaray import Manifest
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
-from tests.api.contenthelpers import API_VECTORS, content_app, register_batch, upload_headers
+from tests.api.contenthelpers import API_VECTORS, upload_headers
 from tests.api.helpers import Uploader
 
 JSON_CT = "application/json; charset=utf-8"
@@ -263,14 +263,6 @@ async def test_get_soc_errors(env: Env) -> None:
 
 
 # ---------------------------------------------------------------- POST /feeds, GET /bzz of a feed manifest
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]:
-    app, store = content_app(tmp_path)
-    async with TestClient(TestServer(app)) as client:
-        await register_batch(client)
-        yield client, store
 
 
 @pytest.mark.parametrize("case", API_VECTORS["feed_manifests"], ids=lambda c: c["topic"][:8])

@@ -9,27 +9,17 @@ the batch all the same, so the upload must succeed (stamped again), not answer
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from api.state import STATE
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import make_soc
-from tests.api.contenthelpers import BATCH, content_app, register_batch, upload_headers
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]:
-    app, store = content_app(tmp_path)
-    async with TestClient(TestServer(app)) as client:
-        await register_batch(client)
-        yield client, store
+from tests.api.contenthelpers import BATCH, upload_headers
 
 
 def race_once(client: TestClient, store: ReserveStore, address: bytes, data: bytes) -> Callable[[], bool]:
