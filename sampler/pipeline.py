@@ -105,6 +105,7 @@ class _PoolHolder:
             pool = self._pools.get(size)
             if pool is None:
                 ctx = _mp_context()
+                _start_fork_server(ctx)
                 counters = ctx.Array("q", PROGRESS_SLOTS, lock=True)
                 pool = self._pools[size] = ProcessPoolExecutor(
                     max_workers=size, mp_context=ctx, initializer=init_worker, initargs=(counters,)
@@ -165,6 +166,31 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     # With the accelerated backend the fork server also compiles the direct scan once.
     ctx.set_forkserver_preload(["sampler.worker", "sampler.columns"] if hashing.accelerated() else ["sampler.worker"])
     return ctx
+
+
+def _start_fork_server(ctx: multiprocessing.context.BaseContext) -> None:
+    """Start the fork server (if ``ctx`` uses one) with the daemon's import path, not its working directory's.
+
+    Python 3.11's fork server imports the preloaded modules before it takes
+    the parent's ``sys.path``, on a path that starts with the current
+    directory: a ``sampler`` or ``chunkstore`` directory there (a checkout of
+    another version, say) would be the code the workers run, not the
+    daemon's. ``PYTHONSAFEPATH`` keeps that directory off the server's path;
+    it is set only while the server starts.
+    """
+    if ctx.get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    saved = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONSAFEPATH"]
+        else:
+            os.environ["PYTHONSAFEPATH"] = saved
 
 
 _POOL = _PoolHolder()
