@@ -22,7 +22,9 @@ sampler workers at the default count), ``GET /rchash/0/{anchor1}/{anchor2}
 ?verbose=true`` samples the whole store:
 
 * cold: the store's data files dropped from the page cache first
-  (``posix_fadvise(POSIX_FADV_DONTNEED)``, no root needed); warm: right after;
+  (``posix_fadvise(POSIX_FADV_DONTNEED)``, no root needed); warm: after the
+  files were read through the page cache (untimed: a cold sample reads its
+  runs of pages around the page cache and leaves it as it found it);
 * chunks/s and the ratio to L = cores x (openssl sha3-256 96-byte calls/s) /
   128, measured in the same run, and how far the warm rate is below the
   kernel bound (cores / (128 x one lane permutation), also timed here);
@@ -35,7 +37,7 @@ sampler workers at the default count), ``GET /rchash/0/{anchor1}/{anchor2}
 
 The bulk import writes each shard in key order, so the store's chunk pages
 lie almost in address order on disk: a cold sample of this store reads
-nearly sequentially. bench/bench_sample.py measures the other extreme (a
+nearly sequentially, in large reads around the page cache (``O_DIRECT``). bench/bench_sample.py measures the other extreme (a
 store written in random order, as a live node's is).
 """
 
@@ -55,7 +57,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_api import Daemon
-from bench_sample import MemoryPoller, drop_page_cache
+from bench_sample import MemoryPoller, drop_page_cache, fill_page_cache
 from benchlib import CACHE, CALLS_PER_CHUNK, cores, kernel_bound, lane_permutation_rate, percentile, single_lane_limit
 
 from chunkstore.store.batchstore import Batch
@@ -294,6 +296,7 @@ def measure(store: Path, n: int, repeat: int, workers: int | None, cold: bool = 
                 if cold:
                     drop_page_cache(store)
                     runs["cold"].append(asyncio.run(_sample(base, anchor1, anchor2, 0.01)))
+                    fill_page_cache(store)
                 runs["warm"].append(asyncio.run(_sample(base, anchor1, anchor2, 0.01)))
         mem = poller.summary()
     finally:

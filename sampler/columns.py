@@ -11,9 +11,14 @@ The numba half of the direct scan (``sampler.worker.scan_direct`` drives it):
 * :func:`prefetch` asks the kernel for the heads of a block, sorted by file
   position and merged into runs (``posix_fadvise(WILLNEED)`` only queues the
   reads, so a worker keeps several blocks of reads in flight while it hashes);
-* :func:`copy_rows` reads each row into the hashing buffer with ``pread``
-  (one copy, straight from the page cache) and checks each overflow page's
-  header.
+* :func:`plan_direct` and :func:`read_direct` read a cold block whose heads
+  lie in runs of consecutive pages around the page cache (``O_DIRECT``), one
+  ``preadv`` per run, each page straight into its row: a store written in
+  key order (an import) is read as a few large sequential reads, and no page
+  cache is filled, which on the VMs here costs more CPU than the transfer;
+* :func:`copy_rows` reads each row not read yet into the hashing buffer with
+  ``pread`` (one copy, straight from the page cache) and checks each
+  overflow page's header.
 
 The rules are the per-row loop's (``sampler.worker.scan_rows``), entry for
 entry and counter for counter; ``tests/test_sample_columns.py`` holds them
@@ -57,7 +62,10 @@ ADDRESS = ADDRESS_SIZE
 STAMP_KEY = STAMP_KEY_SIZE
 STAMP_VALUE = STAMP_VALUE_SIZE
 CAC, SOC = int(ChunkType.CAC), int(ChunkType.SOC)
-DATA_AT = 24  # where a row's data starts: room before it for an overflow page's 16-byte header
+DATA_AT = PAGEHDRSZ  # where a row's data starts: a row holds its head's overflow page from byte 0
+ROW_BYTES = 9 * 512  # a row of the hashing buffer: a whole head page and the longest tail, in disk sectors
+IOV_MAX = 1024  # iovecs per preadv (Linux's UIO_MAXIOV)
+MAX_GAP = 16  # pages between two rows' heads that a direct read takes in (and drops) to keep one large read
 MISSING, INLINE, OVERFLOW, COPIED = 0, 1, 2, 3  # COPIED: an inline tail already copied out of its leaf
 TAIL_ROOM = 256  # bytes of a row's tail kept with the block (a full chunk's tail is 24, a SOC's up to 121)
 
@@ -270,12 +278,13 @@ def cached(fd: int, where: np.ndarray, n: int, probes: int) -> bool:
 
 
 @_jit
-def prefetch(fd: int, where: np.ndarray, n: int, psize: int) -> int:
-    """Queue the reads of the rows' overflow heads, sorted and merged into runs of pages; returns the runs."""
+def prefetch(fd: int, where: np.ndarray, n: int, psize: int, placed: np.ndarray) -> int:
+    """Queue the reads of the rows' overflow heads (but the ``placed`` ones), sorted and merged into runs of
+    pages; returns the runs."""
     pages = np.empty(n, np.int64)
     m = 0
     for i in range(n):
-        if where[i, 0] == OVERFLOW:
+        if where[i, 0] == OVERFLOW and not placed[i]:
             pages[m] = (where[i, 1] - PAGEHDRSZ) // psize
             m += 1
     if m == 0:
@@ -297,13 +306,101 @@ def prefetch(fd: int, where: np.ndarray, n: int, psize: int) -> int:
 
 
 @_jit
+def _whole_page(where: np.ndarray, i: int, psize: int) -> bool:
+    """Is row ``i``'s head on one overflow page of its own (what a direct read can place)?"""
+    return where[i, 0] == OVERFLOW and PAGEHDRSZ + where[i, 2] <= psize
+
+
+@_jit
+def _gap(where: np.ndarray, j: int, psize: int) -> int:
+    """Pages between row ``j - 1``'s head and row ``j``'s; -1 unless ``j``'s follows (with at most MAX_GAP between)."""
+    step = where[j, 1] - where[j - 1, 1]
+    if step <= 0 or step % psize:
+        return -1
+    gap = step // psize - 1
+    return gap if gap <= MAX_GAP else -1
+
+
+@_jit
+def plan_direct(where: np.ndarray, n: int, psize: int, min_run: int, placed: np.ndarray) -> int:
+    """Mark (``placed[i] = 1``) the rows in runs of at least ``min_run`` rows that a few large reads can fill.
+
+    A run is consecutive rows whose one-page heads follow each other in the
+    file in the rows' order, at most ``MAX_GAP`` other pages apart (index
+    pages between them, as an import writes them). Returns the rows marked;
+    the others get 0.
+    """
+    marked = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        whole = _whole_page(where, i, psize)
+        if whole:
+            while j < n and _whole_page(where, j, psize) and _gap(where, j, psize) >= 0:
+                j += 1
+        long_run = whole and j - i >= min_run
+        for r in range(i, j):
+            placed[r] = 1 if long_run else 0
+        if long_run:
+            marked += j - i
+        i = j
+    return marked
+
+
+@_jit
+def read_direct(fd: int, where: np.ndarray, n: int, psize: int, buf: np.ndarray, placed: np.ndarray,
+                iov: np.ndarray, scratch: np.ndarray) -> int:  # fmt: skip
+    """Read the head page of each row marked in ``placed`` (a run of :func:`plan_direct`) into ``buf[i, 0:psize]``.
+
+    One ``preadv`` per run (or per ``IOV_MAX`` pages of it): each head page
+    into its row, the pages between heads into ``scratch`` (``MAX_GAP``
+    pages, read and dropped: one large read costs less than many small
+    ones). ``fd`` may be opened with ``O_DIRECT``: ``buf``'s rows and
+    ``scratch`` must then start at sector-aligned addresses. ``iov`` holds
+    ``2 * IOV_MAX`` int64. Returns OK, or E_READ for a failed or short read
+    (the caller reads the block through the page cache instead).
+    """
+    base = buf.ctypes.data
+    stride = buf.strides[0]
+    spare = scratch.ctypes.data
+    i = 0
+    while i < n:
+        if not placed[i]:
+            i += 1
+            continue
+        iov[0] = base + i * stride
+        iov[1] = psize
+        m = 1
+        j = i + 1
+        while j < n and placed[j] and m + 2 <= IOV_MAX:
+            gap = _gap(where, j, psize)
+            if gap < 0:
+                break
+            if gap:
+                iov[2 * m] = spare
+                iov[2 * m + 1] = gap * psize
+                m += 1
+            iov[2 * m] = base + j * stride
+            iov[2 * m + 1] = psize
+            m += 1
+            j += 1
+        want = where[j - 1, 1] - where[i, 1] + psize
+        if sys_preadv2(fd, iov.ctypes.data, m, where[i, 1] - PAGEHDRSZ, 0) != want:
+            return E_READ
+        i = j
+    return OK
+
+
+@_jit
 def copy_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int, buf: np.ndarray,
-              lengths: np.ndarray, status: np.ndarray) -> int:  # fmt: skip
+              lengths: np.ndarray, status: np.ndarray, placed: np.ndarray) -> int:  # fmt: skip
     """Read each located row into ``buf[i, DATA_AT:]``; ``lengths[i]`` = DATA_AT + data size.
 
-    ``status[i]``: 1 read, 0 missing chunk, -1 too long for a row. Returns
-    OK, or an error code when a read fails or an overflow page's header is
-    not the page the index named (never hashed: the caller falls back).
+    Rows marked in ``placed`` hold their head page already (``read_direct``):
+    only their tails are added. ``status[i]``: 1 read, 0 missing chunk, -1
+    too long for a row. Returns OK, or an error code when a read fails or an
+    overflow page's header is not the page the index named (never hashed:
+    the caller falls back).
     """
     room = buf.shape[1] - DATA_AT
     base = buf.ctypes.data
@@ -319,9 +416,10 @@ def copy_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int,
             continue
         row = base + i * stride
         if kind == OVERFLOW:
-            got = sys_pread(fd, row + DATA_AT - PAGEHDRSZ, PAGEHDRSZ + size, pos - PAGEHDRSZ)
-            if got != PAGEHDRSZ + size:
-                return E_READ
+            if not placed[i]:
+                got = sys_pread(fd, row + DATA_AT - PAGEHDRSZ, PAGEHDRSZ + size, pos - PAGEHDRSZ)
+                if got != PAGEHDRSZ + size:
+                    return E_READ
             at = DATA_AT - PAGEHDRSZ
             if np.int64(_u64(buf[i], at)) != (pos - PAGEHDRSZ) // psize or not (_u16(buf[i], at + 10) & P_OVERFLOW):
                 return E_PAGE
@@ -358,8 +456,12 @@ def warm_up() -> None:
     tails = np.zeros((1, TAIL_ROOM), np.uint8)
     locate_rows(*cursor, *cursor, rows, 0, where, tails)
     cached(-1, where, 0, 1)
-    prefetch(-1, where, 0, 4096)
-    copy_rows(-1, where, tails, 0, 4096, np.zeros((1, 64), np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64))
+    placed = np.zeros(1, np.uint8)
+    prefetch(-1, where, 0, 4096, placed)
+    buf = np.zeros((1, ROW_BYTES), np.uint8)
+    plan_direct(where, 0, 4096, 1, placed)
+    read_direct(-1, where, 0, 4096, buf, placed, np.zeros(2 * IOV_MAX, np.int64), np.zeros(4096, np.uint8))
+    copy_rows(-1, where, tails, 0, 4096, buf, np.zeros(1, np.int64), np.zeros(1, np.int64), placed)
 
 
 warm_up()

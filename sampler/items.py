@@ -70,6 +70,7 @@ class SampleStats:
     new_ignored: int = 0
     distinct_chunks: int = 0  # chunks (addresses) phase 1 walked: the reserve within the sample's depth
     direct_read_fallbacks: int = 0  # shards phase 1 read through py-lmdb because the data file surprised it
+    direct_io_rows: int = 0  # chunks phase 1 read around the page cache (cold runs of pages, O_DIRECT)
     stamp_validations: int = 0
     invalid_stamps: int = 0
     chunk_loads: int = 0

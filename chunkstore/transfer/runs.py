@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import heapq
-import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import numpy as np
 
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import STAMP_SIZE
+from chunkstore.swarm.directio import ALIGN, aligned_buffer, open_direct
 
 from .bytecopy import gather
 
@@ -52,34 +52,6 @@ SLOT_KEY = slice(33, 73)
 ENTRY_KEY = slice(1, 73)
 # Room for one row's chunk data in a publish window: the longest chunk, rounded as the hashing rows are.
 ROW_DATA = ROW_STRIDE
-
-
-ALIGN = 4096  # O_DIRECT's unit for buffer addresses, lengths and file offsets (a page; enough for any disk)
-
-
-def aligned_buffer(size: int) -> np.ndarray:
-    """``size`` bytes (rounded up to ``ALIGN``) at a page-aligned address: anonymous memory, as O_DIRECT wants."""
-    return np.frombuffer(mmap.mmap(-1, -(-size // ALIGN) * ALIGN), np.uint8)
-
-
-def open_direct(path: str, flags: int) -> tuple[int, bool]:
-    """Open a staging file bypassing the page cache where the file system allows (``O_DIRECT``).
-
-    Staged runs are written once and read back once: through the page cache
-    they would take as much of it as the import's data (4 GB a million
-    chunks), pushing out what the node keeps there, and filling fresh page
-    cache costs more than the disk writes (measured on this VM: 110-170 MB/s
-    buffered into new pages, 1.5 GB/s with O_DIRECT). Returns
-    ``(fd, direct)``; where O_DIRECT is refused (tmpfs), a plain descriptor.
-    """
-    direct = getattr(os, "O_DIRECT", 0)
-    if direct:
-        try:
-            return os.open(path, flags | direct, 0o600), True
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-    return os.open(path, flags, 0o600), False
 
 
 def _raw(rows: np.ndarray) -> np.ndarray:

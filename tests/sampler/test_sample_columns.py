@@ -12,6 +12,7 @@ blocks cut small so chunks straddle them.
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
@@ -21,9 +22,10 @@ from hypothesis import strategies as st
 from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.cac import make_cac
 from chunkstore.swarm.constants import ChunkType
+from chunkstore.swarm.directio import open_direct
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.stamp import Stamp
-from sampler import reserve_sample, worker
+from sampler import columns, reserve_sample, worker
 from sampler.batches import below_balance_batches
 from sampler.worker import ShardTask, scan_direct, scan_rows
 from tests.sampler.helpers import build_world, force_data, force_entry
@@ -31,6 +33,7 @@ from tests.sampler.helpers import build_world, force_data, force_entry
 pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="the direct scan needs numba")
 
 DEFAULT_BLOCK, DEFAULT_LOOKAHEAD = worker.BLOCK, worker.LOOKAHEAD
+DEFAULT_CACHED, DEFAULT_SHARE, DEFAULT_RUN = columns.cached, worker.DIRECT_SHARE, worker.DIRECT_RUN
 COUNTERS = ("total_iterated", "below_balance_ignored", "rogue_chunks", "new_ignored", "distinct_chunks", "chunk_loads",
             "chunk_load_failed")
 SHARDS = 3
@@ -78,6 +81,35 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     store.close()
 
 
+# How the direct scan reads the chunks: as the page cache holds them ("cache", the default when the store was
+# just written), as a cold page cache with read-ahead requests ("prefetch"), around the page cache
+# ("direct": every chunk alone on its page read by preadv, the pages between two of them taken in when
+# few), or both ("mixed": runs of two pages or more read around the cache, the other chunks requested).
+READS = ("cache", "prefetch", "direct", "mixed")
+
+
+def _o_direct_works(directory: str) -> bool:
+    probe = os.path.join(directory, "o_direct_probe")
+    with open(probe, "wb") as f:
+        f.write(bytes(4096))
+    fd, direct = open_direct(probe, os.O_RDONLY)
+    os.close(fd)
+    os.unlink(probe)
+    return direct
+
+
+def _read_as(monkeypatch, reads: str, buffers: int = worker.DIRECT_BUFFERS) -> None:
+    if reads == "cache":
+        monkeypatch.setattr(columns, "cached", DEFAULT_CACHED)
+        monkeypatch.setattr(worker, "DIRECT_SHARE", DEFAULT_SHARE)
+        monkeypatch.setattr(worker, "DIRECT_RUN", DEFAULT_RUN)
+        return
+    monkeypatch.setattr(columns, "cached", lambda *args: False)
+    monkeypatch.setattr(worker, "DIRECT_SHARE", 2.0 if reads == "prefetch" else 0.0)
+    monkeypatch.setattr(worker, "DIRECT_RUN", 2 if reads == "mixed" else 1)
+    monkeypatch.setattr(worker, "DIRECT_BUFFERS", buffers)
+
+
 def _task(world, shard: int, anchor: bytes, depth: int, consensus: int, min_balance: int | None, k: int,
           after: tuple[bytes, bytes] | None, overlay: bytes, radius: int) -> ShardTask:  # fmt: skip
     excluded = below_balance_batches(world.store.batches, min_balance)
@@ -110,9 +142,10 @@ def _same(rows, direct) -> None:
     radius=st.integers(0, 3),
     small_blocks=st.booleans(),
     rescan=st.booleans(),
+    reads=st.sampled_from(READS),
 )
 def test_direct_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth, consensus_offset, min_balance, k,
-                                     radius, small_blocks, rescan) -> None:  # fmt: skip
+                                     radius, small_blocks, rescan, reads) -> None:  # fmt: skip
     w, _ = world
     rng = random.Random(seed)
     anchor = rng.randbytes(anchor_len)
@@ -123,10 +156,13 @@ def test_direct_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth
     monkeypatch.setattr(worker, "BLOCK", rng.choice([1, 2, 5, 9]) if small_blocks else DEFAULT_BLOCK)
     monkeypatch.setattr(worker, "BLOCK_SLACK", 256)
     monkeypatch.setattr(worker, "LOOKAHEAD", rng.choice([1, 2, 3]) if small_blocks else DEFAULT_LOOKAHEAD)
+    _read_as(monkeypatch, reads, buffers=rng.choice([1, 2, 3]))
     for shard in range(SHARDS):
         task = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, k, None, overlay, radius)
         rows, direct = _both(w, task)
         _same(rows, direct)
+        if reads in ("cache", "prefetch"):
+            assert direct.stats["direct_io_rows"] == 0
         if rescan and rows.candidates:
             # A rescan above a consumed candidate, as phase 2 asks for when a shard runs dry.
             last = rows.candidates[len(rows.candidates) // 2]
@@ -149,6 +185,38 @@ def test_the_world_holds_every_kind_of_entry(world) -> None:
     assert totals["rogue_chunks"] >= 4  # forced here under batch A (three more by build_world, maybe below balance)
     assert totals["new_ignored"] > 0
     assert totals["chunk_load_failed"] >= 3 + 3 + 1  # missing, too short for a SOC, oversized
+
+
+@pytest.mark.parametrize("reads", READS[1:])
+def test_a_cold_store_read_every_way_samples_as_a_warm_one(world, monkeypatch, reads) -> None:
+    """Whole shards read cold: with read-ahead requests, around the page cache, or both; the same scan."""
+    w, _ = world
+    monkeypatch.setattr(worker, "BLOCK", 7)
+    monkeypatch.setattr(worker, "LOOKAHEAD", 2)
+    _read_as(monkeypatch, reads, buffers=1)
+    around = 0
+    for shard in range(SHARDS):
+        rows, direct = _both(w, _task(w, shard, b"\x01", 0, w.base_time + 10**15, None, 16, None, b"", 0))
+        _same(rows, direct)
+        around += direct.stats["direct_io_rows"]
+    if reads == "prefetch" or not _o_direct_works(os.path.dirname(w.path)):
+        assert around == 0
+    else:
+        # Every chunk alone on its overflow page ("direct"), or in runs of two or more ("mixed").
+        assert around > (100 if reads == "direct" else 0)
+
+
+def test_a_failed_read_around_the_cache_reads_through_it(world, monkeypatch, caplog) -> None:
+    """A file system that opens with O_DIRECT but fails the reads: the scan reads the page cache instead."""
+    w, _ = world
+    _read_as(monkeypatch, "direct")
+    monkeypatch.setattr(columns, "read_direct", lambda *args: columns.E_READ)
+    for shard in range(SHARDS):
+        rows, direct = _both(w, _task(w, shard, b"\x01", 0, w.base_time + 10**15, None, 16, None, b"", 0))
+        _same(rows, direct)
+        assert direct.stats["direct_io_rows"] == 0
+    if _o_direct_works(os.path.dirname(w.path)):
+        assert "reads around the page cache failed" in caplog.text
 
 
 def test_oversized_value_is_a_failed_load_not_a_crash(world) -> None:

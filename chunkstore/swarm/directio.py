@@ -1,0 +1,43 @@
+"""Reading and writing around the page cache: ``O_DIRECT`` descriptors and the aligned memory they need.
+
+Used where data goes through once and a page-cache copy would only cost:
+the import's staged runs (written once, read back once) and the sampler's
+cold reads of a shard (every chunk page read once per sample). On this
+project's VMs, filling fresh page cache costs more CPU than the disk
+transfer itself (measured: 110-170 MB/s buffered writes into new pages
+against 1.5 GB/s with ``O_DIRECT``; about 1 s of system time per GB read
+buffered against 0.1 s direct).
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+
+import numpy as np
+
+__all__ = ["ALIGN", "aligned_buffer", "open_direct"]
+
+ALIGN = 4096  # O_DIRECT's unit for buffer addresses, lengths and file offsets (a page; enough for any disk)
+
+
+def aligned_buffer(size: int) -> np.ndarray:
+    """``size`` bytes (rounded up to ``ALIGN``) at a page-aligned address: anonymous memory, as O_DIRECT wants."""
+    return np.frombuffer(mmap.mmap(-1, -(-size // ALIGN) * ALIGN), np.uint8)
+
+
+def open_direct(path: str, flags: int, mode: int = 0o600) -> tuple[int, bool]:
+    """Open ``path`` bypassing the page cache where the file system allows (``O_DIRECT``).
+
+    Returns ``(fd, direct)``; where O_DIRECT is refused (tmpfs, for one) the
+    descriptor is a plain one and ``direct`` is False. Other errors raise.
+    """
+    direct = getattr(os, "O_DIRECT", 0)
+    if direct:
+        try:
+            return os.open(path, flags | direct, mode), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+    return os.open(path, flags, mode), False
