@@ -21,9 +21,9 @@ Two ways to read, one rule:
   block is hashed: a cold page cache is read with many requests in flight
   instead of one page fault at a time. A cold block whose chunks lie in runs
   of consecutive pages (a store written in key order, as an import writes
-  it) is instead read around the page cache (``O_DIRECT``, one ``preadv``
-  per run, straight into the block's rows), which costs a tenth of the CPU
-  of filling the page cache. Memory is bounded by the block sizes, whatever
+  it) is instead read around the page cache (``O_DIRECT``, in reads of up to
+  a MiB by ``DIRECT_READERS`` threads), which costs a tenth of the CPU of
+  filling the page cache. Memory is bounded by the block sizes, whatever
   the shard holds.
 * ``scan_rows`` walks the index through py-lmdb, one entry at a time. It is
   the reference the direct scan is tested against, the path of the pysha3
@@ -367,7 +367,7 @@ class _Lookahead:
             self.readers = ThreadPoolExecutor(DIRECT_READERS, thread_name_prefix="sample-direct-read")
         blk.direct = slot
         blk.reading = self.readers.submit(col.read_direct, self.dfd, blk.where, nrows, self.psize, slot.rows,
-                                          blk.placed, slot.iov, slot.scratch)  # fmt: skip
+                                          blk.placed, slot.stage)  # fmt: skip
         return True
 
     def wait_read(self, blk: _Block) -> None:
@@ -418,14 +418,13 @@ class _Lookahead:
 
 
 class _DirectSlot:
-    """What one read around the page cache needs to itself: the block's rows, its iovecs, a page sink."""
+    """What one block read around the page cache needs to itself: its rows and the buffer its reads land in."""
 
     def __init__(self, psize: int) -> None:
-        from .columns import IOV_MAX, MAX_GAP
+        from .columns import STAGE_PAGES
 
         self.rows = row_buffer()
-        self.iov = np.zeros(2 * IOV_MAX, np.int64)
-        self.scratch = aligned_buffer(MAX_GAP * psize)
+        self.stage = aligned_buffer(STAGE_PAGES * psize)
 
 
 PROBES = 8  # rows per block probed for being cached before the block's reads are requested

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="the direct s
 
 PSIZE = 4096
 PAGES = 3000
+STAGE = 64  # pages read at a time: small, so that runs span several reads
 
 
 def _page(p: int) -> np.ndarray:
@@ -55,8 +56,7 @@ def _read(path: str, where: np.ndarray, placed: np.ndarray) -> tuple[int, np.nda
     rows[:] = 0xEE
     fd, direct = open_direct(path, os.O_RDONLY)
     try:
-        rc = columns.read_direct(fd, where, len(where), PSIZE, rows, placed, np.zeros(2 * columns.IOV_MAX, np.int64),
-                                 aligned_buffer(columns.MAX_GAP * PSIZE))  # fmt: skip
+        rc = columns.read_direct(fd, where, len(where), PSIZE, rows, placed, aligned_buffer(STAGE * PSIZE))
     finally:
         os.close(fd)
     return rc, rows, direct
@@ -94,11 +94,12 @@ def test_a_head_not_alone_on_its_page_is_never_placed() -> None:
     [
         [5, 6, 7, 8],
         [5, 7, 9, 9 + columns.MAX_GAP + 1, 9 + 3 * columns.MAX_GAP],
-        list(range(1, 2 * columns.IOV_MAX + 1, 2)),  # more iovecs (pages and gaps) than one preadv takes
-        list(range(40, 40 + columns.IOV_MAX + 300)),
+        list(range(1, 4 * STAGE + 1, 2)),  # a run (pages and gaps) longer than one read
+        list(range(40, 40 + 3 * STAGE + 5)),
+        [0, columns.MAX_GAP + 1, 2 * columns.MAX_GAP + 2, STAGE - 1, STAGE, 2 * STAGE + 3],  # read ends on a gap
         [2999, 0, 1, 2],
     ],
-    ids=["consecutive", "gaps", "beyond-iov-max", "long-run", "backwards"],
+    ids=["consecutive", "gaps", "beyond-one-read", "long-run", "gap-at-read-end", "backwards"],
 )
 def test_each_placed_row_gets_its_own_page(pages_file: str, pages: list[int]) -> None:
     where = _where(pages)
