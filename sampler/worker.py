@@ -22,9 +22,9 @@ Two ways to read, one rule:
   instead of one page fault at a time. A cold block whose chunks lie in runs
   of consecutive pages (a store written in key order, as an import writes
   it) is instead read around the page cache (``O_DIRECT``, in reads of up to
-  a MiB by ``DIRECT_READERS`` threads), which costs a tenth of the CPU of
-  filling the page cache. Memory is bounded by the block sizes, whatever
-  the shard holds.
+  a MiB by ``DIRECT_READERS`` threads), which costs a fifth of the system
+  time of filling the page cache. Memory is bounded by the block sizes,
+  whatever the shard holds.
 * ``scan_rows`` walks the index through py-lmdb, one entry at a time. It is
   the reference the direct scan is tested against, the path of the pysha3
   backend and of a sample redone after a backend mismatch, and the fallback
@@ -83,8 +83,8 @@ BLOCK_SLACK = 256  # further entries of the block's last chunk, kept in the bloc
 LOOKAHEAD = 8  # blocks located and requested from the disk ahead of the one being hashed
 TAIL_ROOM = 256  # bytes of each row's tail the look-ahead copies out of the index (sampler.columns)
 STRIDE = ROW_STRIDE  # room for a full SOC
-DIRECT_RUN = 8  # consecutive pages that make a run worth a read around the page cache
-DIRECT_SHARE = 0.5  # share of a cold block's rows in such runs for the block to be read that way
+DIRECT_RUN = 8  # rows whose head pages follow each other (a few pages apart at most) that make a run worth reading
+DIRECT_SHARE = 0.5  # share of a cold block's rows in such runs for the block to be read around the page cache
 DIRECT_BUFFERS = 4  # row buffers of blocks read around the page cache: one hashed, the others filled
 DIRECT_READERS = 2  # threads reading blocks around the page cache: reads in flight per worker
 # plain ints: the per-entry loop compares them faster than IntEnum members
