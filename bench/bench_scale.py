@@ -37,8 +37,9 @@ sampler workers at the default count), ``GET /rchash/0/{anchor1}/{anchor2}
 
 The bulk import writes each shard in key order, so the store's chunk pages
 lie almost in address order on disk: a cold sample of this store reads
-nearly sequentially, in large reads around the page cache (``O_DIRECT``). bench/bench_sample.py measures the other extreme (a
-store written in random order, as a live node's is).
+nearly sequentially, in large reads around the page cache (``O_DIRECT``).
+bench/bench_sample.py measures the other extreme (a store written in random
+order, as a live node's is).
 """
 
 from __future__ import annotations

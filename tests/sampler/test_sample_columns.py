@@ -83,8 +83,8 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 
 # How the direct scan reads the chunks: as the page cache holds them ("cache", the default when the store was
 # just written), as a cold page cache with read-ahead requests ("prefetch"), around the page cache
-# ("direct": every chunk alone on its page read by preadv, the pages between two of them taken in when
-# few), or both ("mixed": runs of two pages or more read around the cache, the other chunks requested).
+# ("direct": even a chunk alone on its page is a run, read in one range with the few pages before the next
+# one), or both ("mixed": runs of two pages or more read around the cache, the other chunks requested).
 READS = ("cache", "prefetch", "direct", "mixed")
 
 
