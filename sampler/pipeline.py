@@ -105,7 +105,6 @@ class _PoolHolder:
             pool = self._pools.get(size)
             if pool is None:
                 ctx = _mp_context()
-                _start_fork_server(ctx)
                 counters = ctx.Array("q", PROGRESS_SLOTS, lock=True)
                 pool = self._pools[size] = ProcessPoolExecutor(
                     max_workers=size, mp_context=ctx, initializer=init_worker, initargs=(counters,)
@@ -156,20 +155,21 @@ class _PoolHolder:
 
 def _mp_context() -> multiprocessing.context.BaseContext:
     """'forkserver' where available (workers fork from a clean server that has
-    imported the worker module, and thus the compiled hashing kernels, once);
-    otherwise 'spawn'. Never plain 'fork': the daemon has threads and open LMDB
-    environments that must not be copied into a child."""
+    imported the worker module, and thus the compiled hashing kernels, once),
+    its server started; otherwise 'spawn'. Never plain 'fork': the daemon has
+    threads and open LMDB environments that must not be copied into a child."""
     try:
         ctx = multiprocessing.get_context("forkserver")
     except ValueError:
         return multiprocessing.get_context("spawn")
     # With the accelerated backend the fork server also compiles the direct scan once.
     ctx.set_forkserver_preload(["sampler.worker", "sampler.columns"] if hashing.accelerated() else ["sampler.worker"])
+    _start_fork_server()
     return ctx
 
 
-def _start_fork_server(ctx: multiprocessing.context.BaseContext) -> None:
-    """Start the fork server (if ``ctx`` uses one) with the daemon's import path, not its working directory's.
+def _start_fork_server() -> None:
+    """Start the fork server with the daemon's import path, not its working directory's.
 
     Python 3.11's fork server imports the preloaded modules before it takes
     the parent's ``sys.path``, on a path that starts with the current
@@ -178,8 +178,6 @@ def _start_fork_server(ctx: multiprocessing.context.BaseContext) -> None:
     daemon's. ``PYTHONSAFEPATH`` keeps that directory off the server's path;
     it is set only while the server starts.
     """
-    if ctx.get_start_method() != "forkserver":
-        return
     from multiprocessing import forkserver
 
     saved = os.environ.get("PYTHONSAFEPATH")
