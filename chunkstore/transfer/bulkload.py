@@ -58,7 +58,7 @@ from chunkstore.swarm.stamp import Stamp, split_index
 from .bytecopy import gather
 from .errors import ImportRefused
 from .fastcheck import BatchTable
-from .mapped import release
+from .mapped import drop_cached, release
 from .runs import ADDR, ENTRY_KEY, INDEX, ROW, SLOT_KEY, STAMP_VALUE, TAIL_AT, Cursor, Piece, Run, merge_blocks
 
 UNDECIDED, WRITE, NOOP, REPLACED, SLOW, REFUSED, OUTSIDE = range(7)
@@ -391,9 +391,12 @@ class _ShardAppender:
         self.commit_bytes = commit_bytes
         self.prev = b""
         self.written = 0
+        self.page_size = self.shard.env.stat()["psize"]
         self._begin()
+        self.data_fd = os.open(self.data_file, os.O_RDONLY)  # for dropping what each commit appended
 
     def _begin(self) -> None:
+        self.appended_from = self._file_pages()  # pages past this one are new in the commit to come
         self.session = self.store.session()
         self.txn = self.session.write(self.s)
         self.chunks_last = _last_key(self.txn, self.shard.chunks)
@@ -490,9 +493,17 @@ class _ShardAppender:
             self.session.abort()
             raise
         release(self.data_file)  # the pages this commit's successor would keep mapped (see chunkstore/transfer/mapped.py)
+        drop_cached(self.data_fd, self.appended_from * self.page_size, self._file_pages() * self.page_size)
+
+    def _file_pages(self) -> int:
+        """Pages the data file holds as of the last commit (the environment's last page number, plus one)."""
+        return int(self.shard.env.info()["last_pgno"]) + 1
 
     def abort(self) -> None:
         self.session.abort()
+
+    def close(self) -> None:
+        os.close(self.data_fd)
 
 
 _AFTER_ANY_VALUE = b"\xff" * 75  # sorts after every 74-byte stamp value
@@ -547,6 +558,8 @@ def publish(
             failed.set()
             writer.abort()
             raise
+        finally:
+            writer.close()
         return writer.written
 
     n = max(1, min(threads, store.shard_count))

@@ -1,4 +1,4 @@
-"""Giving back the resident pages of an LMDB data file's mapping.
+"""Giving back the pages an LMDB data file holds in memory: its mapping's, and the page cache's.
 
 LMDB reads through a shared, read-only mapping of its data file. Every page
 touched there stays in the process's resident set (as clean file pages)
@@ -9,6 +9,14 @@ the size of the import; an export reads every page. ``release`` drops those
 page table entries (``MADV_DONTNEED`` on a shared file mapping: the data
 stays in the page cache and on disk, and the next access faults it back in),
 so such a process stays inside its memory budget. Linux only; elsewhere a no-op.
+
+``drop_cached`` evicts from the page cache the pages a commit appended to
+the file, once the commit has made them durable (the store's environments
+sync every commit, so they are clean then). A bulk import appends as many
+bytes as it imports, and on this project's VMs page cache that is new to the
+guest costs system time as it fills (a 2^22-chunk import: 172 s of system
+time and 227 s publishing with the pages kept, 53-60 s and 131-160 s with
+them dropped): dropped pages are reused by the next commit at once.
 """
 
 from __future__ import annotations
@@ -33,6 +41,15 @@ def _madvise() -> ctypes.CDLL | None:
         except (OSError, AttributeError):
             _libc_missing = True
     return _libc
+
+
+def drop_cached(fd: int, start: int, end: int) -> None:
+    """Evict bytes ``[start, end)`` of the file open at ``fd`` from the page cache; dirty pages are kept.
+
+    Pages still mapped by some process stay too (``release`` first, for this one's).
+    """
+    if end > start and hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_DONTNEED)
 
 
 def release(data_file: str) -> int:
