@@ -22,8 +22,9 @@ order would settle it, in three steps, all under the writer lock:
    order with ``putmulti``: chunk data and stamp entries appended past the
    database's last key (every key, into an empty shard), slots, the byte
    counter and the per-bin counters (kept as ``WriteSession.put_entry``
-   keeps them), committing every ``commit_bytes``. Each commit holds whole
-   (chunk, stamp entries, slots) sets of one shard, so a crash between
+   keeps them), committing every ``commit_bytes`` and dropping from the
+   page cache what each commit appended (chunkstore/transfer/mapped.py).
+   Each commit holds whole (chunk, stamp entries, slots) sets of one shard, so a crash between
    commits leaves a consistent store holding part of the import; running
    the import again completes it (what is there is an exact repeat).
 

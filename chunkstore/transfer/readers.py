@@ -74,8 +74,8 @@ class Collector:
     workers, and their verdicts wait in the ring (``spilling`` tells the
     readers not to take them): the workers never stop for a spill while the
     ring has room. One buffer of the full size keeps runs as few as the
-    budget allows: publishing merges every run, at a cost that grows with
-    their number squared (windows shrink as runs multiply).
+    budget allows: publishing merges every run, each read through a window
+    that shrinks as runs multiply, and each merge block costs a few calls per run.
     """
 
     def __init__(self, buffer: RunBuffer, staging: str, shard_count: int, shape: FrameShape | None = None) -> None:
