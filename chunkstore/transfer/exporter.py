@@ -39,7 +39,7 @@ from . import snapformat as snap
 from . import tarformat as tarf
 from .batchfile import dump_batches
 from .errors import TransferError
-from .mapped import release
+from .mapped import read_in_order, release
 from .progress import bar
 
 DEFAULT_FRAME = 1 << 20  # decoded bytes per snapshot frame
@@ -75,7 +75,7 @@ def iter_records(store: ChunkStore) -> Iterator[Record]:
     for s in range(store.shard_count):
         shard = store.shard(s)
         data_file = os.path.join(shard.path, "data.mdb")
-        with shard.env.begin(buffers=True) as txn:
+        with shard.env.begin(buffers=True) as txn, read_in_order(data_file):
             chunks = txn.cursor(db=shard.chunks)
             last = b""
             data = b""

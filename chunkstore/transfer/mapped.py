@@ -21,12 +21,16 @@ them dropped): dropped pages are reused by the next commit at once.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import mmap
 import os
+from collections.abc import Iterator
 
 _MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", 1)
+_MADV_SEQUENTIAL = getattr(mmap, "MADV_SEQUENTIAL", 2)
 _libc: ctypes.CDLL | None = None
 _libc_missing = False  # looked for and not found: do not look again
 
@@ -54,6 +58,27 @@ def drop_cached(fd: int, start: int, end: int) -> None:
 
 def release(data_file: str) -> int:
     """Drop this process's resident pages of every mapping of ``data_file``; bytes of address space advised."""
+    return _advise(data_file, _MADV_DONTNEED)
+
+
+@contextlib.contextmanager
+def read_in_order(data_file: str) -> Iterator[None]:
+    """While inside, this process's mapping of ``data_file`` is read with the kernel's read-ahead.
+
+    The store's environments map their files without read-ahead (a chunk
+    read is random), so a whole-shard read in key order, cold, faulted one
+    4 KiB page at a time: exporting a 200,000-chunk store took 24.7 s cold
+    against 2.2 s from the page cache. The mapping is random again after.
+    """
+    _advise(data_file, _MADV_SEQUENTIAL)
+    try:
+        yield
+    finally:
+        _advise(data_file, _MADV_RANDOM)
+
+
+def _advise(data_file: str, advice: int) -> int:
+    """``madvise`` every read-only mapping of ``data_file`` in this process; bytes of address space advised."""
     libc = _madvise()
     if libc is None:
         return 0
@@ -66,7 +91,7 @@ def release(data_file: str) -> int:
                 if len(parts) < 6 or parts[5].rstrip("\n") != target or "w" in parts[1]:
                     continue  # only the read-only mapping LMDB reads through
                 lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                if libc.madvise(lo, hi - lo, _MADV_DONTNEED) == 0:
+                if libc.madvise(lo, hi - lo, advice) == 0:
                     advised += hi - lo
     except OSError:
         return advised

@@ -336,7 +336,7 @@ class _FileCursor(Cursor):
         What the buffer holds already, from ``start`` on, moves to its front;
         only the bytes past what was read before are read.
         """
-        assert self._dbuf is not None  # allocated with the data file
+        assert self._dbuf is not None and self._data is not None  # allocated and opened together
         if self._direct:  # whole pages, from an aligned offset (the file's end is padded)
             start -= start % ALIGN
             end = -(-end // ALIGN) * ALIGN

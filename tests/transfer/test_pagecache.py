@@ -1,8 +1,10 @@
-"""What an import appends to the store's files does not stay in the page cache.
+"""Imports and exports and the page cache (chunkstore/transfer/mapped.py).
 
-A bulk import writes as many bytes as it imports; kept in the page cache,
-they would evict what the node reads and, on VMs whose fresh memory comes
-from the host, cost system time as they fill it (chunkstore/transfer/mapped.py).
+What an import appends to the store's files does not stay in the page
+cache: a bulk import writes as many bytes as it imports, which would evict
+what the node reads and, on VMs whose fresh memory comes from the host,
+cost system time as it fills. An export reads each shard with the kernel's
+read-ahead, which the store's mappings otherwise go without.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import os
 
 import pytest
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.transfer import importer
+from chunkstore.transfer.exporter import iter_records
 from tests.store.helpers import Stamper, make_batch, open_store, random_cac
 from tests.transfer.helpers import entry, in_process_budget, write_tar
 
@@ -75,3 +79,36 @@ def test_publish_leaves_none_of_the_appended_pages_cached(tmp_path):
     assert appended > 400  # a full chunk takes a page of its own
     # The trees' pages are read again after publishing (the reserve's counters); the chunks' are not.
     assert resident <= appended // 4, f"{resident} of the {appended} pages the import appended are in the page cache"
+
+
+def _read_flags(data_file: str) -> set[str]:
+    """The read-ahead flags (sr: sequential, rr: random) of this process's read-only mapping of ``data_file``."""
+    target = os.path.realpath(data_file)
+    flags: set[str] = set()
+    mine = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                mine = len(head) == 6 and head[5] == target and "w" not in head[1]
+            elif mine and line.startswith("VmFlags:"):
+                flags |= {f for f in head[1:] if f in ("sr", "rr")}
+    return flags
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_export_reads_each_shard_with_read_ahead_and_gives_it_back(tmp_path):
+    path = str(tmp_path / "store")
+    stamper = Stamper(B1)
+    with open_store(path, batches=[B1], shards=1) as store:
+        for a, d in (random_cac() for _ in range(20)):
+            store.put(d, stamper.stamp(a), address=a)
+    with ReserveStore(path) as store:
+        data_file = os.path.join(store.shard(0).path, "data.mdb")
+        if "rr" not in _read_flags(data_file):
+            pytest.skip("this kernel does not show the mapping's read-ahead flags")
+        records = iter_records(store)
+        next(records)
+        assert _read_flags(data_file) == {"sr"}, "a shard is read in order without the kernel's read-ahead"
+        assert sum(1 for _ in records) == 19
+        assert _read_flags(data_file) == {"rr"}, "the mapping stays sequential after the export"
