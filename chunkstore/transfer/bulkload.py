@@ -24,8 +24,8 @@ order would settle it, in three steps, all under the writer lock:
    counter and the per-bin counters (kept as ``WriteSession.put_entry``
    keeps them), committing every ``commit_bytes`` and dropping from the
    page cache what each commit appended (chunkstore/transfer/mapped.py).
-   Each commit holds whole (chunk, stamp entries, slots) sets of one shard, so a crash between
-   commits leaves a consistent store holding part of the import; running
+   Each commit holds whole (chunk, stamp entries, slots) sets of one shard,
+   so a crash between commits leaves a consistent store holding part of the import; running
    the import again completes it (what is there is an exact repeat).
 
 Refusals abort before anything is written, unless ``skip_conflicts``: then
@@ -589,11 +589,11 @@ class _Stopped(Exception):
 class _Gathered:
     """Rows of consecutive merge blocks gathered (index rows and data copied out) and written together.
 
-    With many runs, a merge block holds about one window of rows (tens, when
-    the budget is spread over a hundred runs), and each write costs a fixed
-    set of numpy column operations and LMDB calls whatever its size: measured
-    on a 2^22-chunk import, writing block by block took longer than
-    validating. Blocks come in key order (a key equal to a block's cutoff may
+    A merge block can be small (a run's last rows; every block, before
+    windows were topped up: then a hundred runs made blocks of tens of rows),
+    and each write costs a fixed set of numpy column operations and LMDB
+    calls whatever its size: measured on a 2^22-chunk import, writing block
+    by block took longer than validating. Blocks come in key order (a key equal to a block's cutoff may
     continue in the next), so a stable sort of the gathered rows keeps the
     order writing block by block had.
     """
