@@ -23,7 +23,7 @@ order would settle it, in three steps, all under the writer lock:
    database's last key (every key, into an empty shard), slots, the byte
    counter and the per-bin counters (kept as ``WriteSession.put_entry``
    keeps them), committing every ``commit_bytes`` and dropping from the
-   page cache what each commit appended (chunkstore/transfer/mapped.py).
+   page cache what each commit appended (chunkstore/store/mapped.py).
    Each commit holds whole (chunk, stamp entries, slots) sets of one shard,
    so a crash between commits leaves a consistent store holding part of the import; running
    the import again completes it (what is there is an exact repeat).
@@ -51,6 +51,7 @@ from chunkstore.reserve import ReserveStore
 from chunkstore.store.admission import Admitted
 from chunkstore.store.errors import StampConflict
 from chunkstore.store.layout import HEAD_SIZE
+from chunkstore.store.mapped import drop_cached, release
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import MAX_PO, ChunkType
@@ -59,7 +60,6 @@ from chunkstore.swarm.stamp import Stamp, split_index
 from .bytecopy import gather
 from .errors import ImportRefused
 from .fastcheck import BatchTable
-from .mapped import drop_cached, release
 from .runs import ADDR, ENTRY_KEY, INDEX, ROW, SLOT_KEY, STAMP_VALUE, TAIL_AT, Cursor, Piece, Run, merge_blocks
 
 UNDECIDED, WRITE, NOOP, REPLACED, SLOW, REFUSED, OUTSIDE = range(7)
@@ -493,7 +493,7 @@ class _ShardAppender:
         except BaseException:
             self.session.abort()
             raise
-        release(self.data_file)  # the pages this commit's successor would keep mapped (see chunkstore/transfer/mapped.py)
+        release(self.data_file)  # the pages this commit's successor would keep mapped (see chunkstore/store/mapped.py)
         drop_cached(self.data_fd, self.appended_from * self.page_size, self._file_pages() * self.page_size)
 
     def _file_pages(self) -> int:

@@ -32,6 +32,7 @@ from typing import BinaryIO
 import zstandard
 
 from chunkstore.store.layout import HEAD_SIZE
+from chunkstore.store.mapped import read_in_order, release
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.constants import ADDRESS_SIZE, STAMP_SIZE
 
@@ -39,7 +40,6 @@ from . import snapformat as snap
 from . import tarformat as tarf
 from .batchfile import dump_batches
 from .errors import TransferError
-from .mapped import read_in_order, release
 from .progress import bar
 
 DEFAULT_FRAME = 1 << 20  # decoded bytes per snapshot frame
@@ -67,7 +67,7 @@ class ExportReport:
         )
 
 
-RELEASE_EVERY = 16384  # records read between giving back the mapped pages (chunkstore/transfer/mapped.py)
+RELEASE_EVERY = 16384  # records read between giving back the mapped pages (chunkstore/store/mapped.py)
 
 
 def iter_records(store: ChunkStore) -> Iterator[Record]:

@@ -1,4 +1,4 @@
-"""Imports and exports and the page cache (chunkstore/transfer/mapped.py).
+"""Imports and exports and the page cache (chunkstore/store/mapped.py).
 
 What an import appends to the store's files does not stay in the page
 cache: a bulk import writes as many bytes as it imports, which would evict
