@@ -231,3 +231,18 @@ def reader_child(path: str, seconds: float, out_path: str) -> None:
                 pass  # replaced since it was listed: allowed, the listing was an older snapshot
     with open(out_path, "w") as f:
         json.dump({"checks": checks, "errors": errors}, f)
+
+
+def mapping_read_flags(data_file: str) -> set[str]:
+    """The read-ahead flags (sr: sequential, rr: random) of this process's read-only mapping of ``data_file``."""
+    target = os.path.realpath(data_file)
+    flags: set[str] = set()
+    mine = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                mine = len(head) == 6 and head[5] == target and "w" not in head[1]
+            elif mine and line.startswith("VmFlags:"):
+                flags |= {f for f in head[1:] if f in ("sr", "rr")}
+    return flags

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from api.cli import verify_main as main
 from chunkstore.reserve import ReserveStore
-from chunkstore.store.layout import INFO_BYTES, u64
+from chunkstore.store.layout import INFO_BYTES, shard_path, u64
 from chunkstore.store.verify import verify_store
-from tests.store.helpers import Stamper, make_batch, open_store, random_cac, random_soc
+from tests.store.helpers import Stamper, make_batch, mapping_read_flags, open_store, random_cac, random_soc
 
 
 @pytest.fixture
@@ -22,6 +24,23 @@ def filled(tmp_path):
         store.put_many([(d, s1.stamp(a)) for a, d in chunks])
         store.put(chunks[0][1], s2.stamp(chunks[0][0]))
     return path, chunks, (b1, b2)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_each_shard_is_read_with_read_ahead(filled):
+    """verify walks every database in key order: a cold shard is read ahead, not a page a fault."""
+    path, _, _ = filled
+    files = [os.path.join(shard_path(path, s), "data.mdb") for s in range(4)]
+    sequential: list[int] = []  # at each chunk checked: how many shards' mappings read ahead
+
+    def progress(_: int) -> None:
+        flags = [mapping_read_flags(f) for f in files]
+        if not any(flags):
+            pytest.skip("this kernel does not show the mappings' read-ahead flags")
+        sequential.append(sum("sr" in f for f in flags))
+
+    verify_store(path, progress=progress)
+    assert sequential and set(sequential) == {1}, "a shard is verified without the kernel's read-ahead"
 
 
 def _edit(path, fn):

@@ -19,7 +19,7 @@ import pytest
 from chunkstore.reserve import ReserveStore
 from chunkstore.transfer import importer
 from chunkstore.transfer.exporter import iter_records
-from tests.store.helpers import Stamper, make_batch, open_store, random_cac
+from tests.store.helpers import Stamper, make_batch, mapping_read_flags, open_store, random_cac
 from tests.transfer.helpers import entry, in_process_budget, write_tar
 
 B1 = make_batch(1, depth=22)
@@ -81,21 +81,6 @@ def test_publish_leaves_none_of_the_appended_pages_cached(tmp_path):
     assert resident <= appended // 4, f"{resident} of the {appended} pages the import appended are in the page cache"
 
 
-def _read_flags(data_file: str) -> set[str]:
-    """The read-ahead flags (sr: sequential, rr: random) of this process's read-only mapping of ``data_file``."""
-    target = os.path.realpath(data_file)
-    flags: set[str] = set()
-    mine = False
-    with open("/proc/self/smaps") as smaps:
-        for line in smaps:
-            head = line.split()
-            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
-                mine = len(head) == 6 and head[5] == target and "w" not in head[1]
-            elif mine and line.startswith("VmFlags:"):
-                flags |= {f for f in head[1:] if f in ("sr", "rr")}
-    return flags
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
 def test_export_reads_each_shard_with_read_ahead_and_gives_it_back(tmp_path):
     path = str(tmp_path / "store")
@@ -105,10 +90,10 @@ def test_export_reads_each_shard_with_read_ahead_and_gives_it_back(tmp_path):
             store.put(d, stamper.stamp(a), address=a)
     with ReserveStore(path) as store:
         data_file = os.path.join(store.shard(0).path, "data.mdb")
-        if "rr" not in _read_flags(data_file):
+        if "rr" not in mapping_read_flags(data_file):
             pytest.skip("this kernel does not show the mapping's read-ahead flags")
         records = iter_records(store)
         next(records)
-        assert _read_flags(data_file) == {"sr"}, "a shard is read in order without the kernel's read-ahead"
+        assert mapping_read_flags(data_file) == {"sr"}, "a shard is read in order without the kernel's read-ahead"
         assert sum(1 for _ in records) == 19
-        assert _read_flags(data_file) == {"rr"}, "the mapping stays sequential after the export"
+        assert mapping_read_flags(data_file) == {"rr"}, "the mapping stays sequential after the export"
