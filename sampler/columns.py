@@ -16,9 +16,10 @@ The numba half of the direct scan (``sampler.worker.scan_direct`` drives it):
   reads of up to a MiB, each page then copied into its row: a store written
   in key order (an import) is read as large sequential reads, and no page
   cache is filled, which on the VMs here costs more CPU than the transfer;
-* :func:`copy_rows` reads each row not read yet into the hashing buffer with
-  ``pread`` (one copy, straight from the page cache) and checks each
-  overflow page's header.
+* :func:`place_rows` says where each row's bytes are for the hash: in the
+  data file's read-only mapping, hashed where they lie in the page cache (no
+  copy), or read into the hashing buffer with ``pread`` (outside the map, or
+  when the hash needs whole rows); it checks each overflow page's header.
 
 The rules are the per-row loop's (``sampler.worker.scan_rows``), entry for
 entry and counter for counter; ``tests/test_sample_columns.py`` holds them
@@ -385,19 +386,31 @@ def read_direct(fd: int, where: np.ndarray, n: int, psize: int, buf: np.ndarray,
 
 
 @_jit
-def copy_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int, buf: np.ndarray,
-              lengths: np.ndarray, status: np.ndarray, placed: np.ndarray) -> int:  # fmt: skip
-    """Read each located row into ``buf[i, DATA_AT:]``; ``lengths[i]`` = DATA_AT + data size.
+def place_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int, buf: np.ndarray,
+               mapped: np.ndarray, mappable: np.ndarray, lengths: np.ndarray, status: np.ndarray, placed: np.ndarray,
+               head_at: np.ndarray, head_len: np.ndarray, tail_at: np.ndarray, tail_len: np.ndarray) -> int:  # fmt: skip
+    """Say where each located row's data is in memory: its head and tail as (address, length) pairs.
 
-    Rows marked in ``placed`` hold their head page already (``read_direct``):
-    only their tails are added. ``status[i]``: 1 read, 0 missing chunk, -1
-    too long for a row. Returns OK, or an error code when a read fails or an
-    overflow page's header is not the page the index named (never hashed:
-    the caller falls back).
+    ``mapped`` is the data file mapped read-only (empty: none). A row marked
+    ``mappable`` whose bytes lie inside it is hashed there, from the page
+    cache, with no copy:
+    ``head_at[i]`` points into the map, ``tail_at[i]`` into the map or into
+    ``tails[i]``. Any other row is read into ``buf[i, DATA_AT:]`` with
+    ``pread``, tail after head (one piece: ``tail_len[i] = 0``), but rows
+    marked in ``placed`` hold their head page there already (``read_direct``)
+    and only get their tail. So with an empty map every row ends up whole in
+    ``buf``, as the copying hash (``transformed_addresses``) wants it.
+
+    ``lengths[i]`` = DATA_AT + data size, as if the row were in ``buf``.
+    ``status[i]``: 1 placed, 0 missing chunk, -1 too long for a row. Returns
+    OK, or an error code when a read fails or an overflow page's header is
+    not the page the index named (never hashed: the caller falls back).
     """
     room = buf.shape[1] - DATA_AT
     base = buf.ctypes.data
     stride = buf.strides[0]
+    mapped_at = mapped.ctypes.data
+    mapped_len = mapped.shape[0]
     for i in range(n):
         kind, pos, size = where[i, 0], where[i, 1], where[i, 2]
         tkind, tpos, tsize = where[i, 3], where[i, 4], where[i, 5]
@@ -408,23 +421,46 @@ def copy_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int,
             status[i] = -1
             continue
         row = base + i * stride
+        in_map = mappable[i] and not placed[i] and pos + size <= mapped_len
         if kind == OVERFLOW:
-            if not placed[i]:
-                got = sys_pread(fd, row + DATA_AT - PAGEHDRSZ, PAGEHDRSZ + size, pos - PAGEHDRSZ)
-                if got != PAGEHDRSZ + size:
-                    return E_READ
-            at = DATA_AT - PAGEHDRSZ
-            if np.int64(_u64(buf[i], at)) != (pos - PAGEHDRSZ) // psize or not (_u16(buf[i], at + 10) & P_OVERFLOW):
-                return E_PAGE
-        else:
+            pgno = (pos - PAGEHDRSZ) // psize
+            if in_map:
+                at = pos - PAGEHDRSZ
+                if np.int64(_u64(mapped, at)) != pgno or not (_u16(mapped, at + 10) & P_OVERFLOW):
+                    return E_PAGE
+            else:
+                if not placed[i]:
+                    got = sys_pread(fd, row + DATA_AT - PAGEHDRSZ, PAGEHDRSZ + size, pos - PAGEHDRSZ)
+                    if got != PAGEHDRSZ + size:
+                        return E_READ
+                at = DATA_AT - PAGEHDRSZ
+                if np.int64(_u64(buf[i], at)) != pgno or not (_u16(buf[i], at + 10) & P_OVERFLOW):
+                    return E_PAGE
+        elif not in_map:
             if sys_pread(fd, row + DATA_AT, size, pos) != size:
                 return E_READ
+        if in_map:
+            head_at[i], head_len[i] = mapped_at + pos, size
+        else:
+            head_at[i], head_len[i] = row + DATA_AT, size
+        tail_at[i], tail_len[i] = head_at[i], 0
         if tkind == COPIED:
-            for b in range(tsize):
-                buf[i, DATA_AT + size + b] = tails[i, b]
+            if in_map:
+                tail_at[i], tail_len[i] = tails.ctypes.data + i * tails.strides[0], tsize
+            else:
+                for b in range(tsize):
+                    buf[i, DATA_AT + size + b] = tails[i, b]
+                head_len[i] += tsize
         elif tkind != MISSING and tsize:
-            if sys_pread(fd, row + DATA_AT + size, tsize, tpos) != tsize:
-                return E_READ
+            if in_map and tpos + tsize <= mapped_len:
+                tail_at[i], tail_len[i] = mapped_at + tpos, tsize
+            else:
+                if sys_pread(fd, row + DATA_AT + size, tsize, tpos) != tsize:
+                    return E_READ
+                if in_map:
+                    tail_at[i], tail_len[i] = row + DATA_AT + size, tsize
+                else:
+                    head_len[i] += tsize
         lengths[i] = DATA_AT + size + tsize
         status[i] = 1
     return OK
@@ -454,7 +490,10 @@ def warm_up() -> None:
     buf = np.zeros((1, ROW_BYTES), np.uint8)
     plan_direct(where, 0, 4096, 1, placed)
     read_direct(-1, where, 0, 4096, buf, placed, np.zeros(4096, np.uint8))
-    copy_rows(-1, where, tails, 0, 4096, buf, np.zeros(1, np.int64), np.zeros(1, np.int64), placed)
+    at = np.zeros(1, np.int64)
+    unmapped = np.zeros(0, np.uint8)
+    unmapped.setflags(write=False)  # the type of a read-only map's array (chunkstore.store.mapped.ReadOnlyMap)
+    place_rows(-1, where, tails, 0, 4096, buf, unmapped, placed, at, at, placed, at, at, at, at)
 
 
 warm_up()

@@ -71,6 +71,7 @@ class SampleStats:
     distinct_chunks: int = 0  # chunks (addresses) phase 1 walked: the reserve within the sample's depth
     direct_read_fallbacks: int = 0  # shards phase 1 read through py-lmdb because the data file surprised it
     direct_io_rows: int = 0  # chunks phase 1 read around the page cache (cold runs of pages, O_DIRECT)
+    mapped_rows: int = 0  # chunks phase 1 hashed where they lie in the page cache (runs of pages, mapped)
     stamp_validations: int = 0
     invalid_stamps: int = 0
     chunk_loads: int = 0

@@ -28,6 +28,8 @@ import mmap
 import os
 from collections.abc import Iterator
 
+import numpy as np
+
 _MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", 1)
 _MADV_SEQUENTIAL = getattr(mmap, "MADV_SEQUENTIAL", 2)
@@ -96,3 +98,52 @@ def _advise(data_file: str, advice: int) -> int:
     except OSError:
         return advised
     return advised
+
+
+class ReadOnlyMap:
+    """A data file mapped read-only, for reading its pages where they lie in the page cache.
+
+    ``array`` is the whole file (as long as it was when mapped) as a
+    read-only ``uint8`` array; empty for an empty file. Its pages are read
+    at random (``MADV_RANDOM``: a fault reads no neighbours from the disk).
+    Every page read stays mapped, and counted in the process's file-backed
+    resident set, until :meth:`release`; a reader that goes through a
+    large file calls it now and then so that its resident set stays bounded.
+    """
+
+    def __init__(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else None
+        self.array = self._view()
+        if self._map is not None and hasattr(self._map, "madvise"):
+            self._map.madvise(_MADV_RANDOM)
+
+    @staticmethod
+    def empty() -> np.ndarray:
+        """The ``array`` of no file: empty and read-only, the same array type as a map's."""
+        arr = np.zeros(0, np.uint8)
+        arr.setflags(write=False)
+        return arr
+
+    def _view(self) -> np.ndarray:
+        if self._map is None:
+            return self.empty()
+        return np.frombuffer(self._map, np.uint8)  # read-only, as the map is
+
+    def release(self) -> None:
+        """Drop this process's page table entries of the map (the pages stay in the page cache)."""
+        if self._map is not None and hasattr(self._map, "madvise"):
+            self._map.madvise(_MADV_DONTNEED)
+
+    def close(self) -> None:
+        """Unmap; no address into the map may be used after this."""
+        self.array = self.empty()  # the map cannot close while an array exports it
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+    def __enter__(self) -> ReadOnlyMap:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -189,17 +189,26 @@ def faulty_backend(monkeypatch, wrong: dict[bytes, bytes]) -> None:
 
     from chunkstore.swarm.bmt import backend as hashing
 
-    real = hashing.transformed_addresses
+    real, real_at = hashing.transformed_addresses, hashing.transformed_addresses_at
+
+    def spoil(out, n: int) -> None:
+        for i in range(n):
+            bad = wrong.get(out[i].tobytes())
+            if bad is not None:
+                out[i] = np.frombuffer(bad, np.uint8)
 
     def broken(buf, lengths, offsets, soc_addresses, is_soc, prefix, out, *, reference=False):
         real(buf, lengths, offsets, soc_addresses, is_soc, prefix, out, reference=reference)
         if not reference:
-            for i in range(len(lengths)):
-                bad = wrong.get(out[i].tobytes())
-                if bad is not None:
-                    out[i] = np.frombuffer(bad, np.uint8)
+            spoil(out, len(lengths))
 
+    def broken_at(head_at, head_len, tail_at, tail_len, soc_addresses, is_soc, prefix, out):
+        real_at(head_at, head_len, tail_at, tail_len, soc_addresses, is_soc, prefix, out)
+        spoil(out, len(head_len))
+
+    # Both ways the accelerated path hashes: rows in a buffer, and chunks where they lie (the direct scan).
     monkeypatch.setattr(hashing, "transformed_addresses", broken)
+    monkeypatch.setattr(hashing, "transformed_addresses_at", broken_at)
 
 
 def build_world(path: str, n: int, seed: int = 1, shards: int = 4) -> World:

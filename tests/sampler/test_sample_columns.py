@@ -134,7 +134,7 @@ def _same(rows, direct) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 2**32 - 1),
-    anchor_len=st.sampled_from([1, 2, 32]),
+    anchor_len=st.sampled_from([1, 2, 32, 80]),  # 80: too long to hash in place, rows are read whole
     depth=st.integers(0, 4),
     consensus_offset=st.sampled_from([0, 300, 700, 1000, 10**15]),
     min_balance=st.sampled_from([None, 100, 10**6]),
@@ -143,9 +143,10 @@ def _same(rows, direct) -> None:
     small_blocks=st.booleans(),
     rescan=st.booleans(),
     reads=st.sampled_from(READS),
+    mapped_run=st.sampled_from([1, 3, worker.MAPPED_RUN, 10**9]),  # 1: every chunk alone on its page hashed in place
 )
 def test_direct_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth, consensus_offset, min_balance, k,
-                                     radius, small_blocks, rescan, reads) -> None:  # fmt: skip
+                                     radius, small_blocks, rescan, reads, mapped_run) -> None:  # fmt: skip
     w, _ = world
     rng = random.Random(seed)
     anchor = rng.randbytes(anchor_len)
@@ -157,12 +158,17 @@ def test_direct_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth
     monkeypatch.setattr(worker, "BLOCK_SLACK", 256)
     monkeypatch.setattr(worker, "LOOKAHEAD", rng.choice([1, 2, 3]) if small_blocks else DEFAULT_LOOKAHEAD)
     _read_as(monkeypatch, reads, buffers=rng.choice([1, 2, 3]))
+    monkeypatch.setattr(worker, "MAPPED_RUN", mapped_run)
     for shard in range(SHARDS):
         task = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, k, None, overlay, radius)
         rows, direct = _both(w, task)
         _same(rows, direct)
         if reads in ("cache", "prefetch"):
             assert direct.stats["direct_io_rows"] == 0
+            if mapped_run == 1 and anchor_len < 80 and direct.stats["chunk_loads"] > 8:
+                assert direct.stats["mapped_rows"] > 0, "chunks alone on their pages are hashed through the map"
+        if mapped_run == 10**9 or anchor_len == 80:
+            assert direct.stats["mapped_rows"] == 0
         if rescan and rows.candidates:
             # A rescan above a consumed candidate, as phase 2 asks for when a shard runs dry.
             last = rows.candidates[len(rows.candidates) // 2]

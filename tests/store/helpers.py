@@ -246,3 +246,18 @@ def mapping_read_flags(data_file: str) -> set[str]:
             elif mine and line.startswith("VmFlags:"):
                 flags |= {f for f in head[1:] if f in ("sr", "rr")}
     return flags
+
+
+def mapping_rss_kb(path: str) -> int:
+    """Resident kB of this process's read-only mappings of ``path`` (its pages mapped in, from /proc/self/smaps)."""
+    target = os.path.realpath(path)
+    total = 0
+    mine = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:
+                mine = len(head) == 6 and head[5] == target and "w" not in head[1]
+            elif mine and line.startswith("Rss:"):
+                total += int(head[1])
+    return total

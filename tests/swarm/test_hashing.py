@@ -304,7 +304,8 @@ def test_kernels_release_the_gil() -> None:
     from chunkstore.swarm.bmt import lane_kernels
     from chunkstore.swarm.bmt import numba_kernels as keccak_numba
 
-    kernels = (keccak_numba.bmt_batch, keccak_numba.keccak256_rows, keccak_numba.keccak_f1600, lane_kernels.bmt_rows)
+    kernels = (keccak_numba.bmt_batch, keccak_numba.keccak256_rows, keccak_numba.keccak_f1600, lane_kernels.bmt_rows,
+               lane_kernels.bmt_pieces)  # fmt: skip
     for kernel in kernels:
         assert kernel.targetoptions.get("nogil") is True
 
@@ -424,3 +425,72 @@ def test_uncacheable_function_compiles_uncached(
         fn = keccak_numba._jit(add_one)
     assert fn(41) == 42
     assert "numba cache unavailable" in caplog.text
+
+
+# ---------------------------------------------------------------- chunks hashed where they lie
+
+
+def _pieces(rows: list[tuple[bytes, bytes | None]], splits: list[int], rng: np.random.Generator):
+    """Each row's span|payload cut at ``splits[i]`` into a head and a tail, in two garbage-filled buffers."""
+    n = len(rows)
+    heads = rng.integers(0, 256, size=(n, STRIDE), dtype=np.uint8)
+    tails = rng.integers(0, 256, size=(n, STRIDE), dtype=np.uint8)
+    addrs = rng.integers(0, 256, size=(n, 32), dtype=np.uint8)
+    head_len, tail_len = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    is_soc = np.zeros(n, np.bool_)
+    for i, ((data, soc_address), cut) in enumerate(zip(rows, splits, strict=True)):
+        heads[i, :cut] = np.frombuffer(data[:cut], np.uint8)
+        tails[i, : len(data) - cut] = np.frombuffer(data[cut:], np.uint8)
+        head_len[i], tail_len[i] = cut, len(data) - cut
+        if soc_address is not None:
+            is_soc[i] = True
+            addrs[i] = np.frombuffer(soc_address, np.uint8)
+    head_at = heads.ctypes.data + np.arange(n, dtype=np.int64) * heads.strides[0]
+    tail_at = tails.ctypes.data + np.arange(n, dtype=np.int64) * tails.strides[0]
+    return (heads, tails), head_at, head_len, tail_at, tail_len, is_soc, addrs
+
+
+@pytest.mark.skipif(hashing.BACKEND != "numba", reason="hashing in place needs the lane kernel")
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 19),
+    prefix_len=st.sampled_from([0, 1, 7, 32, 71]),
+    sizes=st.sampled_from(["full", "mixed", "short"]),
+)
+def test_chunks_in_two_pieces_hash_as_the_reference(seed: int, n: int, prefix_len: int, sizes: str) -> None:
+    # Heads cut anywhere from just the span to the whole chunk, mid-word included (a SOC's head ends
+    # 97 bytes off a word boundary in the store), tails of every length; buffers full of garbage.
+    rng = np.random.default_rng(seed)
+    prefix = rng.bytes(prefix_len)
+    rows: list[tuple[bytes, bytes | None]] = []
+    splits = []
+    for _ in range(n):
+        size = {"full": 4096, "short": int(rng.integers(0, 200))}.get(sizes, int(rng.integers(0, 4097)))
+        data = (size if rng.random() < 0.9 else int(rng.integers(1, 2**40))).to_bytes(8, "little") + rng.bytes(size)
+        rows.append((data, rng.bytes(32) if rng.random() < 0.3 else None))
+        splits.append(int(rng.choice([8, len(data), int(rng.integers(8, len(data) + 1)), min(len(data), 4080 - 97)])))
+    keep, head_at, head_len, tail_at, tail_len, is_soc, addrs = _pieces(rows, splits, rng)
+    out = np.zeros((n, 32), np.uint8)
+    hashing.transformed_addresses_at(head_at, head_len, tail_at, tail_len, addrs, is_soc, prefix, out)
+    assert [out[i].tobytes() for i in range(n)] == [reference(d, prefix, a) for d, a in rows]
+    del keep
+
+
+@pytest.mark.skipif(hashing.BACKEND != "numba", reason="hashing in place needs the lane kernel")
+def test_chunks_in_pieces_refuse_what_is_no_chunk() -> None:
+    rng = np.random.default_rng(2)
+    rows = [(rng.bytes(8 + 100), None)]
+    keep, head_at, head_len, tail_at, tail_len, is_soc, addrs = _pieces(rows, [50], rng)
+    out = np.zeros((1, 32), np.uint8)
+    for field, value in ((head_len, 7), (tail_len, -1), (tail_len, 4097), (head_at, 0)):
+        saved = field[0]
+        field[0] = value
+        with pytest.raises(InvalidChunk):
+            hashing.transformed_addresses_at(head_at, head_len, tail_at, tail_len, addrs, is_soc, b"", out)
+        field[0] = saved
+    assert not out.any(), "nothing is written for a refused batch"
+    assert hashing.hashes_in_place(bytes(32)) and not hashing.hashes_in_place(bytes(80))
+    with pytest.raises(ValueError):
+        hashing.transformed_addresses_at(head_at, head_len, tail_at, tail_len, addrs, is_soc, bytes(80), out)
+    del keep

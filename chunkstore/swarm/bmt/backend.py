@@ -65,6 +65,8 @@ __all__ = [
     "chunk_seconds",
     "demote",
     "transformed_addresses",
+    "transformed_addresses_at",
+    "hashes_in_place",
     "bmt_hashes",
     "keccak256_batch",
     "chunk_hash",
@@ -108,6 +110,8 @@ def _load_numba() -> ModuleType:
             raise RuntimeError(f"self-test: numba BMT hash (wide={wide}) differs from the reference")
     if _lanes_chunk_hash(numba_kernels, lane_kernels, _SELF_TEST_DATA, _SELF_TEST_PREFIX) != expected:
         raise RuntimeError("self-test: numba lane BMT hash differs from the reference")
+    if _pieces_chunk_hash(numba_kernels, lane_kernels, _SELF_TEST_DATA, _SELF_TEST_PREFIX) != expected:
+        raise RuntimeError("self-test: numba lane BMT hash of a chunk in two pieces differs from the reference")
     return numba_kernels
 
 
@@ -236,6 +240,21 @@ def _lanes_chunk_hash(kn: ModuleType, kl: ModuleType, data: bytes, prefix: bytes
     return bytes(out[0].tobytes())
 
 
+def _pieces_chunk_hash(kn: ModuleType, kl: ModuleType, data: bytes, prefix: bytes) -> bytes:
+    """One chunk through the in-place lane kernel, split mid-word into a head and a tail."""
+    split = SPAN_SIZE + 13
+    head = np.frombuffer(data[:split], np.uint8).copy()
+    tail = np.frombuffer(data[split:], np.uint8).copy()
+    out = np.empty((1, HASH_SIZE), np.uint8)
+    ctx, plain = kn.prefix_context(prefix), kn.prefix_context(b"")
+    kl.bmt_pieces(
+        np.array([head.ctypes.data], np.int64), np.array([len(head)], np.int64),
+        np.array([tail.ctypes.data], np.int64), np.array([len(tail)], np.int64), np.zeros(1, np.uint8), _NO_SOC,
+        ctx.node_init, ctx.span_init, ctx.tail_len, plain.node_init, out,
+    )  # fmt: skip
+    return bytes(out[0].tobytes())
+
+
 _NO_SOC = np.zeros((1, HASH_SIZE), np.uint8)
 
 
@@ -333,6 +352,77 @@ def transformed_addresses(
         if soc[i]:
             h = keccak256(addrs[i].tobytes(), h)
         out[i] = np.frombuffer(h, np.uint8)
+
+
+def hashes_in_place(prefix: bytes) -> bool:
+    """Can :func:`transformed_addresses_at` hash with ``prefix`` in this process?
+
+    It needs the lane kernel (the accelerated backend) and a prefix whose
+    tail fits one block with a node's message, as every 32-byte anchor does.
+    """
+    kn = _kn
+    if kn is None or not _LANES:
+        return False
+    from . import lane_kernels
+
+    ctx = kn.prefix_context(bytes(prefix))
+    return bool(ctx.node_blocks == 1 and ctx.span_blocks == 1 and lane_kernels.fits_one_block(ctx.tail_len))
+
+
+def transformed_addresses_at(
+    head_at: np.ndarray,
+    head_len: np.ndarray,
+    tail_at: np.ndarray,
+    tail_len: np.ndarray,
+    soc_addresses: np.ndarray,
+    is_soc: np.ndarray,
+    prefix: bytes,
+    out: np.ndarray,
+) -> None:
+    """:func:`transformed_addresses` of chunks read where they lie in memory, in two pieces each.
+
+    Row i's ``span | payload`` is the ``head_len[i]`` bytes at address
+    ``head_at[i]``, then the ``tail_len[i]`` bytes at ``tail_at[i]`` (int64
+    addresses, e.g. into a mapped file and a column of tails): the sampler
+    hashes chunks straight from the page cache this way, with no copy into
+    rows. The head must hold at least the span. The caller vouches that
+    every address is readable for its length (nothing past it is read); a
+    bad one crashes the process rather than raising. Raises ``ValueError``
+    unless :func:`hashes_in_place` holds for ``prefix``, and
+    :class:`~chunkstore.swarm.errors.InvalidChunk` for lengths that are no
+    chunk's (nothing is written then).
+    """
+    if not hashes_in_place(prefix):
+        raise ValueError("hashing chunks in place needs the lane kernel and a prefix that fits one block")
+    head_len = _contiguous(np.asarray(head_len).reshape(-1), np.int64)
+    n = head_len.shape[0]
+    head_at, tail_at, tail_len = (_contiguous(np.asarray(a).reshape(-1)[:n], np.int64) for a in (head_at, tail_at, tail_len))
+    if min(head_at.shape[0], tail_at.shape[0], tail_len.shape[0]) < n:
+        raise ValueError(f"{n} head lengths but fewer head addresses, tail addresses or tail lengths")
+    bad = (head_len < SPAN_SIZE) | (tail_len < 0) | (head_len + tail_len > MAX_CAC_SIZE) | (head_at == 0)
+    bad |= (tail_len > 0) & (tail_at == 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InvalidChunk(
+            f"row {i}: a head of {int(head_len[i])} bytes and a tail of {int(tail_len[i])}; the head must hold "
+            f"the span and both {SPAN_SIZE}..{MAX_CAC_SIZE} bytes (at nonzero addresses)"
+        )
+    _check_out(out, n)
+    soc = _contiguous(np.asarray(is_soc).reshape(-1)[:n] != 0, np.bool_).view(np.uint8)
+    if soc.shape[0] < n:
+        raise ValueError(f"is_soc has {soc.shape[0]} entries; {n} needed")
+    addrs = np.asarray(soc_addresses)
+    if addrs.dtype != np.uint8 or addrs.ndim != 2 or addrs.shape[1] != HASH_SIZE or addrs.shape[0] < n:
+        raise TypeError(f"soc_addresses must be uint8[>= {n}, 32]")
+    addrs = _contiguous(addrs[:n], np.uint8)
+    from . import lane_kernels
+
+    kn = cast(ModuleType, _kn)
+    ctx, plain = kn.prefix_context(bytes(prefix)), kn.prefix_context(b"")
+    _run_into(out, n, lambda target: lane_kernels.bmt_pieces(
+        head_at, head_len, tail_at, tail_len, soc, addrs, ctx.node_init, ctx.span_init, ctx.tail_len,
+        plain.node_init, target,
+    ))  # fmt: skip
 
 
 def bmt_hashes(buf: np.ndarray, lengths: np.ndarray, offsets: np.ndarray, prefix: bytes, out: np.ndarray) -> None:

@@ -26,6 +26,10 @@ Why it looks the way it does:
   with mostly short chunks.
 * The tree of a group is kept interleaved (``tree[w, lane]``), so an upper
   level's eight message words are eight contiguous vector loads.
+* :func:`bmt_pieces` is :func:`bmt_rows` for chunks that lie elsewhere in
+  memory in two pieces (a head and a tail, as the store keeps them): the
+  sampler hashes them straight out of the data file's mapped pages. Its
+  lanes are filled from the pieces' addresses; the tree is the same code.
 
 Everything here is original Keccak-256 (pad byte 0x01); one-block prefix
 tails only (the facade routes longer anchors to the per-chunk kernel).
@@ -42,7 +46,7 @@ from numba.extending import intrinsic
 
 from .numba_kernels import _RC, _jit
 
-__all__ = ["LANES", "permute", "permutation_loop_lanes", "keccak_lanes", "bmt_rows", "fits_one_block"]
+__all__ = ["LANES", "permute", "permutation_loop_lanes", "keccak_lanes", "bmt_rows", "bmt_pieces", "fits_one_block"]
 
 # Instances per vector permutation. 8 measured fastest on AVX-512 and as fast as 4 on
 # AVX2-only targets (bench/bench_keccak.py --lanes compares them on the host).
@@ -270,6 +274,96 @@ def fits_one_block(tail_len: int) -> bool:
     return tail_len + 64 + 1 <= 136
 
 
+def _make_peek(bits: int, big_endian: bool = False) -> Any:
+    """Intrinsic ``peek(addr)``: the unsigned ``bits``-bit integer at byte address ``addr``, any alignment.
+
+    Little-endian, as x86 loads it, or with its bytes swapped (``big_endian``:
+    then integer order is the bytes' order). Callable from jitted code only;
+    the caller vouches that the address is readable.
+    """
+
+    @intrinsic
+    def _peek(typingctx: Any, addr: Any) -> tuple[Any, Any] | None:  # noqa: ARG001 - numba's intrinsic signature
+        if not isinstance(addr, types.Integer):
+            return None
+        sig = types.Integer.from_bitwidth(bits, signed=False)(addr)
+
+        def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> Any:
+            ity = ir.IntType(bits)
+            value = builder.load(builder.inttoptr(args[0], ity.as_pointer()), align=1)
+            return builder.bswap(value) if big_endian else value
+
+        return sig, codegen
+
+    return _peek
+
+
+_peek_u64 = _make_peek(64)
+_peek_u8 = _make_peek(8)
+peek_be64 = _make_peek(64, big_endian=True)
+"""The 8 bytes at an address as a big-endian uint64 (numeric order is byte order); jitted code only."""
+
+
+@_jit(inline="always")
+def _hash_group(
+    g: int,
+    n: int,
+    leaves: np.ndarray,
+    tree: np.ndarray,
+    msg: np.ndarray,
+    digest: np.ndarray,
+    soc_digest: np.ndarray,
+    is_soc: np.ndarray,
+    soc_addresses: np.ndarray,
+    node_init: np.ndarray,
+    span_init: np.ndarray,
+    q: int,
+    sh: int,
+    plain_init: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Rows ``g .. g + LANES`` from their gathered leaves (and spans in ``msg[0]``) to ``out``."""
+    w = LANES
+    for j in range(PAYLOAD_WORDS // 8):  # level 1 from the leaves
+        absorb_node(node_init, leaves, 8 * j, q, sh, tree, 4 * j)
+    count = PAYLOAD_WORDS // 16
+    while count >= 1:  # levels 2..7 in place: pair j (rows 8j..8j+7) becomes node j (rows 4j..4j+3)
+        for j in range(count):
+            absorb_node(node_init, tree, 8 * j, q, sh, tree, 4 * j)
+        count >>= 1
+    msg[1:5] = tree[0:4]
+    absorb_span(span_init, msg, 0, q, sh, digest, 0)
+    any_soc = False
+    for i in range(w):
+        if g + i < n and is_soc[g + i]:
+            any_soc = True
+    if any_soc:
+        # keccak(soc address | transformed address of the wrapped chunk), plain
+        soc_msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
+        for i in range(w):
+            row = min(g + i, n - 1)
+            if is_soc[row]:
+                for k in range(4):
+                    word = np.uint64(0)
+                    for b in range(8):
+                        word |= np.uint64(soc_addresses[row, 8 * k + b]) << np.uint64(8 * b)
+                    soc_msg[k, i] = word
+        soc_msg[4:8] = digest
+        absorb_node(plain_init, soc_msg, 0, 0, 0, soc_digest, 0)
+        for i in range(w):
+            if g + i < n and is_soc[g + i]:
+                for k in range(4):
+                    digest[k, i] = soc_digest[k, i]
+    for i in range(w):
+        row = g + i
+        if row >= n:
+            break
+        for k in range(4):
+            word = digest[k, i]
+            for b in range(8):
+                out[row, 8 * k + b] = np.uint8((word >> np.uint64(8 * b)) & np.uint64(0xFF))
+
+
 @_jit
 def bmt_rows(
     buf: np.ndarray,
@@ -323,41 +417,77 @@ def bmt_rows(
             for b in range(8):
                 span |= np.uint64(buf[row, start + b]) << np.uint64(8 * b)
             msg[0, i] = span
-        for j in range(PAYLOAD_WORDS // 8):  # level 1 from the leaves
-            absorb_node(node_init, leaves, 8 * j, q, sh, tree, 4 * j)
-        count = PAYLOAD_WORDS // 16
-        while count >= 1:  # levels 2..7 in place: pair j (rows 8j..8j+7) becomes node j (rows 4j..4j+3)
-            for j in range(count):
-                absorb_node(node_init, tree, 8 * j, q, sh, tree, 4 * j)
-            count >>= 1
-        msg[1:5] = tree[0:4]
-        absorb_span(span_init, msg, 0, q, sh, digest, 0)
-        any_soc = False
+        _hash_group(g, n, leaves, tree, msg, digest, soc_digest, is_soc, soc_addresses, node_init, span_init, q, sh,
+                    plain_init, out)  # fmt: skip
+
+
+@_jit
+def bmt_pieces(
+    head_at: np.ndarray,
+    head_len: np.ndarray,
+    tail_at: np.ndarray,
+    tail_len: np.ndarray,
+    is_soc: np.ndarray,
+    soc_addresses: np.ndarray,
+    node_init: np.ndarray,
+    span_init: np.ndarray,
+    r: int,
+    plain_init: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """:func:`bmt_rows` over chunks held in two pieces wherever they are in memory; inputs already validated.
+
+    Row i's ``span | payload`` is the ``head_len[i]`` bytes at address
+    ``head_at[i]`` followed by the ``tail_len[i]`` bytes at ``tail_at[i]``
+    (the head holds at least the span). The bytes are read where they lie (a
+    mapped file's pages, say) straight into the lanes: no copy into a row
+    first. Every address must be readable for its length; nothing past it is
+    read.
+    """
+    w = LANES
+    n = head_len.shape[0]
+    q = r >> 3
+    sh = (r & 7) * 8
+    leaves = np.empty((PAYLOAD_WORDS, w), np.uint64)
+    tree = np.empty((PAYLOAD_WORDS // 2, w), np.uint64)
+    msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
+    digest = np.empty((4, w), np.uint64)
+    soc_digest = np.empty((4, w), np.uint64)
+    for g in range(0, n, w):
         for i in range(w):
-            if g + i < n and is_soc[g + i]:
-                any_soc = True
-        if any_soc:
-            # keccak(soc address | transformed address of the wrapped chunk), plain
-            soc_msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
-            for i in range(w):
-                row = min(g + i, n - 1)
-                if is_soc[row]:
-                    for k in range(4):
-                        word = np.uint64(0)
-                        for b in range(8):
-                            word |= np.uint64(soc_addresses[row, 8 * k + b]) << np.uint64(8 * b)
-                        soc_msg[k, i] = word
-            soc_msg[4:8] = digest
-            absorb_node(plain_init, soc_msg, 0, 0, 0, soc_digest, 0)
-            for i in range(w):
-                if g + i < n and is_soc[g + i]:
-                    for k in range(4):
-                        digest[k, i] = soc_digest[k, i]
-        for i in range(w):
-            row = g + i
-            if row >= n:
-                break
-            for k in range(4):
-                word = digest[k, i]
-                for b in range(8):
-                    out[row, 8 * k + b] = np.uint8((word >> np.uint64(8 * b)) & np.uint64(0xFF))
+            row = min(g + i, n - 1)
+            head = head_at[row]
+            tail = tail_at[row]
+            msg[0, i] = _peek_u64(head)
+            in_head = head_len[row] - 8  # payload bytes in the head
+            whole = in_head >> 3
+            for k in range(whole):
+                leaves[k, i] = _peek_u64(head + 8 + 8 * k)
+            # The rest: the head's last few bytes, then the tail, word by word from wherever
+            # the head left off (a SOC's head ends mid-word).
+            left = in_head & 7
+            rest = left + tail_len[row]
+            k = whole
+            if left == 0:
+                for t in range(rest >> 3):
+                    leaves[k, i] = _peek_u64(tail + 8 * t)
+                    k += 1
+                done = rest & ~7
+            else:
+                done = 0
+            if done < rest:
+                last = np.uint64(0)
+                for b in range(done, rest):
+                    byte = _peek_u8(head + 8 + 8 * whole + b) if b < left else _peek_u8(tail + b - left)
+                    last |= np.uint64(byte) << np.uint64(8 * (b & 7))
+                    if b & 7 == 7:
+                        leaves[k, i] = last
+                        k += 1
+                        last = np.uint64(0)
+                if rest & 7:
+                    leaves[k, i] = last
+                    k += 1
+            for z in range(k, PAYLOAD_WORDS):
+                leaves[z, i] = 0
+        _hash_group(g, n, leaves, tree, msg, digest, soc_digest, is_soc, soc_addresses, node_init, span_init, q, sh,
+                    plain_init, out)  # fmt: skip
