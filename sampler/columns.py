@@ -34,6 +34,7 @@ from chunkstore.store.layout import HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.libc import sys_memcpy
+from chunkstore.swarm.rawmem import peek_be64, peek_u8, peek_u16, peek_u64
 
 from .lmdbfile import (
     E_NODE,
@@ -49,7 +50,9 @@ from .lmdbfile import (
     POSIX_FADV_WILLNEED,
     RWF_NOWAIT,
     _cmp,
+    _cmp_at,
     _entry,
+    _page_at,
     _seek,
     _step,
     _u16,
@@ -69,6 +72,7 @@ ROW_BYTES = 9 * 512  # a row of the hashing buffer: a whole head page and the lo
 MAX_GAP = 16  # pages between two rows' heads that a direct read takes in (and drops) to keep one large read
 STAGE_PAGES = 256  # pages per read around the page cache (1 MiB: as fast here as 4 MiB reads)
 MISSING, INLINE, OVERFLOW, COPIED = 0, 1, 2, 3  # COPIED: an inline tail already copied out of its leaf
+FORWARD_STEPS = 4  # entries a lookup steps over before it searches instead (rows come in key order)
 TAIL_ROOM = 256  # bytes of a row's tail kept with the block (a full chunk's tail is 24, a SOC's up to 121)
 
 # counts[] slots
@@ -108,6 +112,15 @@ def _excluded(page: np.ndarray, at: int, excluded: np.ndarray) -> bool:
     return False
 
 
+@_jit(inline="always")
+def _equal32(a: int, b: int) -> bool:
+    """Are the 32 bytes at addresses ``a`` and ``b`` equal?"""
+    for w in range(0, ADDRESS, 8):
+        if peek_u64(a + w) != peek_u64(b + w):
+            return False
+    return True
+
+
 @_jit
 def scan_entries(
     pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, info: np.ndarray,
@@ -143,41 +156,33 @@ def scan_entries(
         off = _entry(pages, ix, info)
         if off < 0:
             return rows, ents, E_NODE
-        leaf = pages[info[I_LEAF]]
-        if _u16(leaf, off + 6) != STAMP_KEY or _u16(leaf, off + 4) != 0 or (_u16(leaf, off) | (_u16(leaf, off + 2) << 16)) != STAMP_VALUE:
+        leaf = _page_at(pages, info[I_LEAF])
+        if peek_u16(leaf + off + 6) != STAMP_KEY or peek_u16(leaf + off + 4) != 0 or (
+            np.int64(peek_u16(leaf + off)) | (np.int64(peek_u16(leaf + off + 2)) << 16)
+        ) != STAMP_VALUE:
             return rows, ents, E_NODE
         key = off + 8
         if key + STAMP_KEY + STAMP_VALUE > psize:
             return rows, ents, E_NODE
-        if has_hi and _cmp(leaf, off, hi, ADDRESS) >= 0:
+        if has_hi and _cmp_at(leaf, off, hi.ctypes.data, ADDRESS) >= 0:
             state[1] = 1
             return rows, ents, END
-        new_address = rows == 0
-        if not new_address:
-            for k in range(ADDRESS):
-                if leaf[key + k] != row_addr[rows - 1, k]:
-                    new_address = True
-                    break
+        address = leaf + key  # the entry's chunk address, then its batch id, in the page
+        new_address = rows == 0 or not _equal32(address, row_addr.ctypes.data + (rows - 1) * row_addr.strides[0])
         if walked >= max_entries and (new_address or ents >= cap):
             return rows, ents, OK
         if ents >= cap:
             return rows, ents, OK
         walked += 1
         counts[C_TOTAL] += 1
-        same = walked_last[ADDRESS] != 0
-        for k in range(ADDRESS):
-            if same and leaf[key + k] != walked_last[k]:
-                same = False
-            walked_last[k] = leaf[key + k]
-        walked_last[ADDRESS] = 1
-        if not same:
+        if walked_last[ADDRESS] == 0 or not _equal32(address, walked_last.ctypes.data):
             counts[C_DISTINCT] += 1
+        sys_memcpy(walked_last.ctypes.data, address, ADDRESS)
+        walked_last[ADDRESS] = 1
         value = key + STAMP_KEY
-        chunk_type = leaf[value]
-        ts = np.uint64(0)
-        for b in range(8):
-            ts = (ts << np.uint64(8)) | np.uint64(leaf[value + 1 + b])
-        if excluded.shape[0] and _excluded(leaf, key + ADDRESS, excluded):
+        chunk_type = peek_u8(leaf + value)
+        ts = peek_be64(leaf + value + 1)
+        if excluded.shape[0] and _excluded(pages[info[I_LEAF]], key + ADDRESS, excluded):
             counts[C_BELOW] += 1
         elif chunk_type != CAC and chunk_type != SOC:
             counts[C_ROGUE] += 1
@@ -187,14 +192,12 @@ def scan_entries(
             if new_address or chunk_type != last_type:
                 # A chunk's further stamps share its row while the type stays (the entries
                 # of one address are adjacent); a different type byte is hashed as its own row.
-                for k in range(ADDRESS):
-                    row_addr[rows, k] = leaf[key + k]
+                sys_memcpy(row_addr.ctypes.data + rows * row_addr.strides[0], address, ADDRESS)
                 row_type[rows] = chunk_type
                 rows += 1
                 last_type = chunk_type
             ent_row[ents] = rows - 1
-            for k in range(ADDRESS):
-                ent_batch[ents, k] = leaf[key + ADDRESS + k]
+            sys_memcpy(ent_batch.ctypes.data + ents * ent_batch.strides[0], address + ADDRESS, ADDRESS)
             ents += 1
         rc = _step(pages, pg, ix, nk, info)
         if rc != OK:
@@ -222,6 +225,40 @@ def _find(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, inf
     return kind, pos, size
 
 
+@_jit(inline="always")
+def _find_forward(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, info: np.ndarray,
+                  keys: np.ndarray, i: int) -> tuple[int, int, int]:  # fmt: skip
+    """:func:`_find` for keys asked in ascending order: step forward from the cursor, search only when far.
+
+    The key is ``keys[i]``. The cursor is left on the entry found, or on the first entry above a key
+    that is missing, so every entry before it is below the next key asked
+    for (which is never smaller). The next row is then nearly always the
+    current entry or the next one: a comparison or two and a step, where a
+    search compares its way from the entry before.
+    """
+    leaf = info[I_LEAF]
+    if leaf >= 0 and pg[leaf] >= 0 and ix[leaf] < nk[leaf]:
+        key = keys.ctypes.data + i * keys.strides[0]
+        for _ in range(FORWARD_STEPS):
+            off = _entry(pages, ix, info)
+            if off < 0:
+                return E_NODE, 0, 0
+            c = _cmp_at(_page_at(pages, info[I_LEAF]), off, key, ADDRESS)
+            if c > 0:
+                return MISSING, 0, 0
+            if c == 0:
+                kind, pos, size = _value_at(pages, pg, ix, info, off)
+                if kind < 0:
+                    return E_NODE, 0, 0
+                return kind, pos, size
+            rc = _step(pages, pg, ix, nk, info)
+            if rc == END:
+                return MISSING, 0, 0
+            if rc < 0:
+                return rc, 0, 0
+    return _find(pages, pg, ix, nk, info, keys[i])
+
+
 @_jit
 def locate_rows(
     c_pages: np.ndarray, c_pg: np.ndarray, c_ix: np.ndarray, c_nk: np.ndarray, c_info: np.ndarray,
@@ -232,25 +269,21 @@ def locate_rows(
     tail size)``. A head of exactly ``HEAD_SIZE`` bytes may have a tail (absent: a 4080-byte chunk). A tail
     stored inline is copied into ``tails[i]`` here, from the leaf this walk has read anyway (kind COPIED):
     one read per chunk fewer."""
-    key = np.empty(ADDRESS, np.uint8)
     psize = t_info[I_PSIZE]
     for i in range(n):
-        for k in range(ADDRESS):
-            key[k] = row_addr[i, k]
-        kind, pos, size = _find(c_pages, c_pg, c_ix, c_nk, c_info, key)
+        kind, pos, size = _find_forward(c_pages, c_pg, c_ix, c_nk, c_info, row_addr, i)
         if kind < 0:
             return kind
         where[i, 0], where[i, 1], where[i, 2] = kind, pos, size
         where[i, 3], where[i, 4], where[i, 5] = MISSING, 0, 0
         if kind != MISSING and size == HEAD_SIZE and t_info[I_DEPTH] > 0:
-            tkind, tpos, tsize = _find(t_pages, t_pg, t_ix, t_nk, t_info, key)
+            tkind, tpos, tsize = _find_forward(t_pages, t_pg, t_ix, t_nk, t_info, row_addr, i)
             if tkind < 0:
                 return tkind
             if tkind == INLINE and tsize <= tails.shape[1]:
                 leaf = t_info[I_LEAF]
                 at = tpos - t_pg[leaf] * psize
-                for b in range(tsize):
-                    tails[i, b] = t_pages[leaf, at + b]
+                sys_memcpy(tails.ctypes.data + i * tails.strides[0], _page_at(t_pages, leaf) + at, tsize)
                 tkind = COPIED
             where[i, 3], where[i, 4], where[i, 5] = tkind, tpos, tsize
     return OK

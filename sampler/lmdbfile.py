@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chunkstore.swarm.bmt.lane_kernels import peek_be64
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.libc import RWF_NOWAIT, sys_fadvise, sys_pread, sys_preadv2
+from chunkstore.swarm.rawmem import peek_be64, peek_u8, peek_u16, peek_u64
 
 __all__ = ["RWF_NOWAIT", "sys_fadvise", "sys_pread", "sys_preadv2"]  # the scan's numba functions call them too
 
@@ -95,26 +95,39 @@ def _u64(page: np.ndarray, off: int) -> np.uint64:
 
 
 @_jit(inline="always")
-def _node(page: np.ndarray, i: int, psize: int) -> int:
-    """Offset of node ``i`` in ``page``, or -1 if it (or its key) does not fit."""
-    off = _u16(page, PAGEHDRSZ + 2 * i)
+def _page_at(pages: np.ndarray, level: int) -> int:
+    """Address of the page at ``level`` of a cursor's pages (no view: a view per read costs more than it)."""
+    return pages.ctypes.data + level * pages.strides[0]
+
+
+@_jit(inline="always")
+def _node_at(page: int, i: int, psize: int) -> int:
+    """Offset of node ``i`` in the page at address ``page``, or -1 if it (or its key) does not fit."""
+    off = int(peek_u16(page + PAGEHDRSZ + 2 * i))
     if off < PAGEHDRSZ or off + NODE_HEADER > psize:
         return -1
-    if off + NODE_HEADER + _u16(page, off + 6) > psize:
+    if off + NODE_HEADER + int(peek_u16(page + off + 6)) > psize:
         return -1
     return off
 
 
 @_jit(inline="always")
-def _cmp(page: np.ndarray, off: int, key: np.ndarray, klen: int) -> int:
-    """LMDB's default order of the node key at ``off`` against ``key[:klen]``: bytes, then length.
+def _node(page: np.ndarray, i: int, psize: int) -> int:
+    """:func:`_node_at` of a page held as an array."""
+    return _node_at(page.ctypes.data, i, psize)
+
+
+@_jit(inline="always")
+def _cmp_at(page: int, off: int, key: int, klen: int) -> int:
+    """LMDB's default order of the key of the node at ``off`` in the page at address ``page`` against the
+    ``klen`` bytes at address ``key``: bytes, then length.
 
     Eight bytes at a time while they are equal (the caller checked the key lies inside its page).
     """
-    ksize = _u16(page, off + 6)
+    ksize = int(peek_u16(page + off + 6))
     n = min(ksize, klen)
-    mine = page.ctypes.data + off + NODE_HEADER
-    theirs = key.ctypes.data
+    mine = page + off + NODE_HEADER
+    theirs = key
     start = 0
     while start + 8 <= n:
         x = peek_be64(mine + start)
@@ -123,11 +136,17 @@ def _cmp(page: np.ndarray, off: int, key: np.ndarray, klen: int) -> int:
             return -1 if x < y else 1
         start += 8
     for b in range(start, n):
-        x = page[off + NODE_HEADER + b]
-        y = key[b]
+        x = peek_u8(mine + b)
+        y = peek_u8(theirs + b)
         if x != y:
             return -1 if x < y else 1
     return ksize - klen
+
+
+@_jit(inline="always")
+def _cmp(page: np.ndarray, off: int, key: np.ndarray, klen: int) -> int:
+    """:func:`_cmp_at` of a page and a key held as arrays."""
+    return _cmp_at(page.ctypes.data, off, key.ctypes.data, klen)
 
 
 @_jit(inline="always")
@@ -340,24 +359,24 @@ def _seek(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, nk: np.ndarray, inf
 def _entry(pages: np.ndarray, ix: np.ndarray, info: np.ndarray) -> int:
     """Offset of the current leaf node (the caller checked the cursor is on an entry)."""
     leaf = info[I_LEAF]
-    return _node(pages[leaf], ix[leaf], info[I_PSIZE])
+    return _node_at(_page_at(pages, leaf), ix[leaf], info[I_PSIZE])
 
 
 @_jit(inline="always")
 def _value_at(pages: np.ndarray, pg: np.ndarray, ix: np.ndarray, info: np.ndarray, off: int) -> tuple[int, int, int]:
     """(kind, file position, size) of the current node's value: kind 1 inline, 2 overflow pages, -1 bad."""
     leaf = info[I_LEAF]
-    page = pages[leaf]
+    page = _page_at(pages, leaf)
     psize = info[I_PSIZE]
-    flags = _u16(page, off + 4)
-    size = _u16(page, off) | (_u16(page, off + 2) << 16)
-    data = off + NODE_HEADER + _u16(page, off + 6)
+    flags = int(peek_u16(page + off + 4))
+    size = int(peek_u16(page + off)) | (int(peek_u16(page + off + 2)) << 16)
+    data = off + NODE_HEADER + int(peek_u16(page + off + 6))
     if flags & (F_SUBDATA | F_DUPDATA):
         return -1, 0, 0
     if flags & F_BIGDATA:
         if data + 8 > psize:
             return -1, 0, 0
-        ovpg = np.int64(_u64(page, data))
+        ovpg = int(peek_u64(page + data))
         if ovpg < 2 or ovpg > info[I_LAST_PG]:
             return -1, 0, 0
         return 2, ovpg * psize + PAGEHDRSZ, size

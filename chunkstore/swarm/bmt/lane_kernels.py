@@ -44,6 +44,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ..rawmem import peek_u8, peek_u64
 from .numba_kernels import _RC, _jit
 
 __all__ = ["LANES", "permute", "permutation_loop_lanes", "keccak_lanes", "bmt_rows", "bmt_pieces", "fits_one_block"]
@@ -274,36 +275,6 @@ def fits_one_block(tail_len: int) -> bool:
     return tail_len + 64 + 1 <= 136
 
 
-def _make_peek(bits: int, big_endian: bool = False) -> Any:
-    """Intrinsic ``peek(addr)``: the unsigned ``bits``-bit integer at byte address ``addr``, any alignment.
-
-    Little-endian, as x86 loads it, or with its bytes swapped (``big_endian``:
-    then integer order is the bytes' order). Callable from jitted code only;
-    the caller vouches that the address is readable.
-    """
-
-    @intrinsic
-    def _peek(typingctx: Any, addr: Any) -> tuple[Any, Any] | None:  # noqa: ARG001 - numba's intrinsic signature
-        if not isinstance(addr, types.Integer):
-            return None
-        sig = types.Integer.from_bitwidth(bits, signed=False)(addr)
-
-        def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: list[ir.Value]) -> Any:
-            ity = ir.IntType(bits)
-            value = builder.load(builder.inttoptr(args[0], ity.as_pointer()), align=1)
-            return builder.bswap(value) if big_endian else value
-
-        return sig, codegen
-
-    return _peek
-
-
-_peek_u64 = _make_peek(64)
-_peek_u8 = _make_peek(8)
-peek_be64 = _make_peek(64, big_endian=True)
-"""The 8 bytes at an address as a big-endian uint64 (numeric order is byte order); jitted code only."""
-
-
 @_jit(inline="always")
 def _hash_group(
     g: int,
@@ -458,11 +429,11 @@ def bmt_pieces(
             row = min(g + i, n - 1)
             head = head_at[row]
             tail = tail_at[row]
-            msg[0, i] = _peek_u64(head)
+            msg[0, i] = peek_u64(head)
             in_head = head_len[row] - 8  # payload bytes in the head
             whole = in_head >> 3
             for k in range(whole):
-                leaves[k, i] = _peek_u64(head + 8 + 8 * k)
+                leaves[k, i] = peek_u64(head + 8 + 8 * k)
             # The rest: the head's last few bytes, then the tail, word by word from wherever
             # the head left off (a SOC's head ends mid-word).
             left = in_head & 7
@@ -470,7 +441,7 @@ def bmt_pieces(
             k = whole
             if left == 0:
                 for t in range(rest >> 3):
-                    leaves[k, i] = _peek_u64(tail + 8 * t)
+                    leaves[k, i] = peek_u64(tail + 8 * t)
                     k += 1
                 done = rest & ~7
             else:
@@ -478,7 +449,7 @@ def bmt_pieces(
             if done < rest:
                 last = np.uint64(0)
                 for b in range(done, rest):
-                    byte = _peek_u8(head + 8 + 8 * whole + b) if b < left else _peek_u8(tail + b - left)
+                    byte = peek_u8(head + 8 + 8 * whole + b) if b < left else peek_u8(tail + b - left)
                     last |= np.uint64(byte) << np.uint64(8 * (b & 7))
                     if b & 7 == 7:
                         leaves[k, i] = last
