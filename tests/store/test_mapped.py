@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -14,67 +16,54 @@ from tests.store.helpers import mapping_read_flags, mapping_rss_kb
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
 
 
-def _file(tmp_path, size: int) -> str:
+@contextlib.contextmanager
+def _opened(tmp_path, size: int) -> Iterator[tuple[str, int]]:
+    """(path, read-only fd) of a file of ``size`` random bytes."""
     path = str(tmp_path / "data.mdb")
     with open(path, "wb") as f:
         f.write(np.random.default_rng(1).integers(0, 256, size, dtype=np.uint8).tobytes())
-    return path
-
-
-def test_the_array_is_the_file_and_read_only(tmp_path) -> None:
-    path = _file(tmp_path, 3 * 4096 + 5)
     fd = os.open(path, os.O_RDONLY)
     try:
-        with ReadOnlyMap(fd) as view:
-            with open(path, "rb") as f:
-                assert view.array.tobytes() == f.read()
-            assert not view.array.flags.writeable
-            with pytest.raises(ValueError):
-                view.array[0] = 1
+        yield path, fd
     finally:
         os.close(fd)
 
 
+def test_the_array_is_the_file_and_read_only(tmp_path) -> None:
+    with _opened(tmp_path, 3 * 4096 + 5) as (path, fd), ReadOnlyMap(fd) as view:
+        with open(path, "rb") as f:
+            assert view.array.tobytes() == f.read()
+        assert not view.array.flags.writeable
+        with pytest.raises(ValueError):
+            view.array[0] = 1
+
+
 def test_an_empty_file_maps_to_an_empty_array(tmp_path) -> None:
-    path = _file(tmp_path, 0)
-    fd = os.open(path, os.O_RDONLY)
-    try:
+    with _opened(tmp_path, 0) as (_, fd):
         view = ReadOnlyMap(fd)
         assert view.array.shape == (0,) and not view.array.flags.writeable
         view.release()
         view.close()
-    finally:
-        os.close(fd)
 
 
 @linux_only
 def test_release_gives_back_the_pages_read(tmp_path) -> None:
     # The sampler hashes a whole shard through the map and releases it every few blocks: without
     # the release its resident set would grow to the size of the shard.
-    path = _file(tmp_path, 8 << 20)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        with ReadOnlyMap(fd) as view:
-            assert int(view.array[::4096].sum()) >= 0  # touch every page
-            touched = mapping_rss_kb(path)
-            assert touched >= 6 * 1024, "reading the map brought its pages in"
-            view.release()
-            assert mapping_rss_kb(path) <= 64
-            assert view.array[4096 * 7] == np.fromfile(path, np.uint8, 1, offset=4096 * 7)[0], "still readable"
-    finally:
-        os.close(fd)
+    with _opened(tmp_path, 8 << 20) as (path, fd), ReadOnlyMap(fd) as view:
+        assert int(view.array[::4096].sum()) >= 0  # touch every page
+        assert mapping_rss_kb(path) >= 6 * 1024, "reading the map brought its pages in"
+        view.release()
+        assert mapping_rss_kb(path) <= 64
+        assert view.array[4096 * 7] == np.fromfile(path, np.uint8, 1, offset=4096 * 7)[0], "still readable"
 
 
 def test_close_unmaps_even_while_the_array_was_handed_out(tmp_path) -> None:
-    path = _file(tmp_path, 4096)
-    fd = os.open(path, os.O_RDONLY)
-    try:
+    with _opened(tmp_path, 4096) as (_, fd):
         view = ReadOnlyMap(fd)
         view.close()  # the map's own array is dropped first: no BufferError
         assert view.array.shape == (0,)
         view.close()  # twice is harmless
-    finally:
-        os.close(fd)
 
 
 @linux_only
@@ -82,10 +71,5 @@ def test_the_map_keeps_the_kernels_read_around(tmp_path) -> None:
     # A fault on a page not in the page cache reads its neighbours too. The sampler reads only runs of
     # consecutive pages through the map; with MADV_RANDOM each cold page was a 4 KiB read of its own
     # (a partly cold block: 1.5 s of reads against 0.2 s through pread).
-    path = _file(tmp_path, 64 * 4096)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        with ReadOnlyMap(fd):
-            assert "rr" not in mapping_read_flags(path)
-    finally:
-        os.close(fd)
+    with _opened(tmp_path, 64 * 4096) as (path, fd), ReadOnlyMap(fd):
+        assert "rr" not in mapping_read_flags(path)

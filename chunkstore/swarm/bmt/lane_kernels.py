@@ -276,6 +276,16 @@ def fits_one_block(tail_len: int) -> bool:
 
 
 @_jit(inline="always")
+def _group_buffers() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A group's scratch: payload words and tree nodes interleaved by lane, the span message, the digests."""
+    w = LANES
+    leaves = np.empty((PAYLOAD_WORDS, w), np.uint64)
+    tree = np.empty((PAYLOAD_WORDS // 2, w), np.uint64)  # level-1 nodes and up
+    msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
+    return leaves, tree, msg, np.empty((4, w), np.uint64), np.empty((4, w), np.uint64)
+
+
+@_jit(inline="always")
 def _hash_group(
     g: int,
     n: int,
@@ -360,11 +370,7 @@ def bmt_rows(
     n = lengths.shape[0]
     q = r >> 3
     sh = (r & 7) * 8
-    leaves = np.empty((PAYLOAD_WORDS, w), np.uint64)  # payload words, interleaved by lane
-    tree = np.empty((PAYLOAD_WORDS // 2, w), np.uint64)  # level-1 nodes and up, interleaved
-    msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
-    digest = np.empty((4, w), np.uint64)
-    soc_digest = np.empty((4, w), np.uint64)
+    leaves, tree, msg, digest, soc_digest = _group_buffers()
     for g in range(0, n, w):
         # Lanes past the last row repeat it: their results are computed and dropped.
         for i in range(w):
@@ -419,11 +425,7 @@ def bmt_pieces(
     n = head_len.shape[0]
     q = r >> 3
     sh = (r & 7) * 8
-    leaves = np.empty((PAYLOAD_WORDS, w), np.uint64)
-    tree = np.empty((PAYLOAD_WORDS // 2, w), np.uint64)
-    msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
-    digest = np.empty((4, w), np.uint64)
-    soc_digest = np.empty((4, w), np.uint64)
+    leaves, tree, msg, digest, soc_digest = _group_buffers()
     for g in range(0, n, w):
         for i in range(w):
             row = min(g + i, n - 1)
