@@ -42,10 +42,11 @@ done per entry.
 Memory. Everything a scan allocates is bounded: the row buffer of one block
 (and ``DIRECT_BUFFERS`` more once a block is read around the page cache),
 the index columns of ``LOOKAHEAD`` blocks and at most ``2k`` candidates. The
-direct scan hashes the chunks that are not read around the page cache where
+direct scan hashes the chunks that lie in runs of pages (``MAPPED_RUN``: a
+store written in key order) and are not read around the page cache where
 they lie in it, through a read-only map of the data file
-(``chunkstore.store.mapped.ReadOnlyMap``: no ``pread`` copy into a row, a
-tenth of the read time of a warm sample); the map's pages are given back
+(``chunkstore.store.mapped.ReadOnlyMap``: no ``pread`` copy into a row; a
+quarter of the read time of a warm shard); the map's pages are given back
 every ``RELEASE_ROWS`` rows, so the process's file-backed RSS stays bounded
 too. The row scan reads through LMDB's map. The scan reports the process's
 anonymous (private) RSS apart from its file-backed RSS, since only the
