@@ -171,7 +171,12 @@ def test_truncated_tar(tmp_path, target, entries):
 def test_truncated_snapshot(tmp_path, target, entries, where):
     snap = _snapshot_file(tmp_path, entries)
     raw = open(snap, "rb").read()
-    cuts = {"mid-frame": len(raw) // 2, "frame-boundary": _frame_end(raw, 1), "index": len(raw) - 5}
+    from chunkstore.transfer.snapformat import FRAME_HEADER_SIZE
+
+    # Mid-frame: halfway through frame 2's compressed bytes. (Half the file landed in a frame's header
+    # for some random entries, which is refused as truncated "in the header of frame N".)
+    mid = (_frame_end(raw, 1) + FRAME_HEADER_SIZE + _frame_end(raw, 2)) // 2
+    cuts = {"mid-frame": mid, "frame-boundary": _frame_end(raw, 1), "index": len(raw) - 5}
     with open(snap, "wb") as f:
         f.write(raw[: cuts[where]])
     match = {"mid-frame": r"truncated in frame \d+", "frame-boundary": r"after frame 1 .*index of frames is missing",
