@@ -110,7 +110,9 @@ class ReadOnlyMap:
     sampler's only use) wants. Without it (``MADV_RANDOM``, as the store's
     own maps have) each such fault was one 4 KiB read: a partly cold block
     of an imported store took 1.5 s of reads where ``pread``, which gets
-    the kernel's read-ahead, took 0.2. Every page read stays mapped, and counted in the process's file-backed
+    the kernel's read-ahead, took 0.2.
+
+    Every page read stays mapped, and counted in the process's file-backed
     resident set, until :meth:`release`; a reader that goes through a
     large file calls it now and then so that its resident set stays bounded.
     """

@@ -494,3 +494,17 @@ def test_chunks_in_pieces_refuse_what_is_no_chunk() -> None:
     with pytest.raises(ValueError):
         hashing.transformed_addresses_at(head_at, head_len, tail_at, tail_len, addrs, is_soc, bytes(80), out)
     del keep
+
+
+@pytest.mark.skipif(hashing.BACKEND != "numba", reason="the in-place path starts on the lane kernel")
+def test_chunks_in_pieces_after_a_demotion_hash_by_the_reference(monkeypatch) -> None:
+    # A scan that decided to hash in place goes on after phase 2 demoted the process: its blocks are then
+    # hashed by the reference from the same addresses, not refused.
+    rng = np.random.default_rng(8)
+    rows = [(rng.bytes(8 + 4096), None), (rng.bytes(8 + 300), rng.bytes(32))]
+    keep, head_at, head_len, tail_at, tail_len, is_soc, addrs = _pieces(rows, [4080 - 97, 8 + 13], rng)
+    monkeypatch.setattr(hashing, "_kn", None)
+    out = np.zeros((2, 32), np.uint8)
+    hashing.transformed_addresses_at(head_at, head_len, tail_at, tail_len, addrs, is_soc, b"anchor", out)
+    assert [out[i].tobytes() for i in range(2)] == [reference(d, b"anchor", a) for d, a in rows]
+    del keep

@@ -33,6 +33,7 @@ read: rows are reused buffers and may hold a previous chunk's tail.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import sys
@@ -388,12 +389,15 @@ def transformed_addresses_at(
     rows. The head must hold at least the span. The caller vouches that
     every address is readable for its length (nothing past it is read); a
     bad one crashes the process rather than raising. Raises ``ValueError``
-    unless :func:`hashes_in_place` holds for ``prefix``, and
-    :class:`~chunkstore.swarm.errors.InvalidChunk` for lengths that are no
-    chunk's (nothing is written then).
+    for a prefix the lane kernel cannot take (ask :func:`hashes_in_place`
+    first), and :class:`~chunkstore.swarm.errors.InvalidChunk` for lengths
+    that are no chunk's (nothing is written then). Once the process is
+    demoted to the reference path (:func:`demote`), the pieces are copied
+    out and hashed by the reference, as :func:`transformed_addresses` does.
     """
-    if not hashes_in_place(prefix):
-        raise ValueError("hashing chunks in place needs the lane kernel and a prefix that fits one block")
+    kn = _kn  # read once: a concurrent demote() must not leave us holding None
+    if kn is not None and not hashes_in_place(prefix):
+        raise ValueError("hashing chunks in place needs a prefix whose tail fits one block (hashes_in_place)")
     head_len = _contiguous(np.asarray(head_len).reshape(-1), np.int64)
     n = head_len.shape[0]
     head_at, tail_at, tail_len = (_contiguous(np.asarray(a).reshape(-1)[:n], np.int64) for a in (head_at, tail_at, tail_len))
@@ -415,9 +419,14 @@ def transformed_addresses_at(
     if addrs.dtype != np.uint8 or addrs.ndim != 2 or addrs.shape[1] != HASH_SIZE or addrs.shape[0] < n:
         raise TypeError(f"soc_addresses must be uint8[>= {n}, 32]")
     addrs = _contiguous(addrs[:n], np.uint8)
+    if kn is None:
+        for i in range(n):
+            data = ctypes.string_at(int(head_at[i]), int(head_len[i])) + ctypes.string_at(int(tail_at[i]), int(tail_len[i]))
+            h = _reference.chunk_hash(data, bytes(prefix))
+            out[i] = np.frombuffer(keccak256(addrs[i].tobytes(), h) if soc[i] else h, np.uint8)
+        return
     from . import lane_kernels
 
-    kn = cast(ModuleType, _kn)
     ctx, plain = kn.prefix_context(bytes(prefix)), kn.prefix_context(b"")
     _run_into(out, n, lambda target: lane_kernels.bmt_pieces(
         head_at, head_len, tail_at, tail_len, soc, addrs, ctx.node_init, ctx.span_init, ctx.tail_len,
