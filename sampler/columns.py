@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from chunkstore.store.layout import HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
+from chunkstore.store.mapped import ReadOnlyMap
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.libc import sys_memcpy
@@ -524,9 +525,7 @@ def warm_up() -> None:
     plan_direct(where, 0, 4096, 1, placed)
     read_direct(-1, where, 0, 4096, buf, placed, np.zeros(4096, np.uint8))
     at = np.zeros(1, np.int64)
-    unmapped = np.zeros(0, np.uint8)
-    unmapped.setflags(write=False)  # the type of a read-only map's array (chunkstore.store.mapped.ReadOnlyMap)
-    place_rows(-1, where, tails, 0, 4096, buf, unmapped, placed, at, at, placed, at, at, at, at)
+    place_rows(-1, where, tails, 0, 4096, buf, ReadOnlyMap.empty(), placed, at, at, placed, at, at, at, at)
 
 
 warm_up()

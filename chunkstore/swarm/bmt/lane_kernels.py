@@ -26,10 +26,10 @@ Why it looks the way it does:
   with mostly short chunks.
 * The tree of a group is kept interleaved (``tree[w, lane]``), so an upper
   level's eight message words are eight contiguous vector loads.
-* :func:`bmt_pieces` is :func:`bmt_rows` for chunks that lie elsewhere in
-  memory in two pieces (a head and a tail, as the store keeps them): the
-  sampler hashes them straight out of the data file's mapped pages. Its
-  lanes are filled from the pieces' addresses; the tree is the same code.
+* :func:`bmt_pieces` fills its lanes from each chunk's head and tail
+  wherever they lie in memory (as the store keeps them: the sampler hashes
+  them straight out of the data file's mapped pages); :func:`bmt_rows` is
+  the same kernel over the rows of a buffer, each row one piece.
 
 Everything here is original Keccak-256 (pad byte 0x01); one-block prefix
 tails only (the facade routes longer anchors to the per-chunk kernel).
@@ -276,16 +276,6 @@ def fits_one_block(tail_len: int) -> bool:
 
 
 @_jit(inline="always")
-def _group_buffers() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A group's scratch: payload words and tree nodes interleaved by lane, the span message, the digests."""
-    w = LANES
-    leaves = np.empty((PAYLOAD_WORDS, w), np.uint64)
-    tree = np.empty((PAYLOAD_WORDS // 2, w), np.uint64)  # level-1 nodes and up
-    msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
-    return leaves, tree, msg, np.empty((4, w), np.uint64), np.empty((4, w), np.uint64)
-
-
-@_jit(inline="always")
 def _hash_group(
     g: int,
     n: int,
@@ -346,59 +336,6 @@ def _hash_group(
 
 
 @_jit
-def bmt_rows(
-    buf: np.ndarray,
-    lengths: np.ndarray,
-    offsets: np.ndarray,
-    is_soc: np.ndarray,
-    soc_addresses: np.ndarray,
-    node_init: np.ndarray,
-    span_init: np.ndarray,
-    r: int,
-    plain_init: np.ndarray,
-    out: np.ndarray,
-) -> None:
-    """Prefixed BMT hash (and SOC transform) of each row, ``LANES`` rows per pass; inputs already validated.
-
-    Same contract as ``keccak_numba.bmt_batch`` (row i: ``span | payload`` from
-    ``offsets[i]`` to ``lengths[i]``, nothing past it read; SOC rows give
-    ``keccak(soc_addresses[i] | bmt)``), for prefixes whose tail ``r`` fits
-    one block (:func:`fits_one_block`); ``node_init``/``span_init`` are the
-    one-block templates of ``keccak_numba.PrefixContext``.
-    """
-    w = LANES
-    n = lengths.shape[0]
-    q = r >> 3
-    sh = (r & 7) * 8
-    leaves, tree, msg, digest, soc_digest = _group_buffers()
-    for g in range(0, n, w):
-        # Lanes past the last row repeat it: their results are computed and dropped.
-        for i in range(w):
-            row = min(g + i, n - 1)
-            start = offsets[row]
-            size = lengths[row] - start - 8
-            # Whole words straight from the row (x86 loads need no alignment); numba's byte
-            # copies and slice assignments measured 5x slower than this.
-            whole = size >> 3
-            words = buf[row, start + 8 : start + 8 + 8 * whole].view(np.uint64)
-            for k in range(whole):
-                leaves[k, i] = words[k]
-            if whole < PAYLOAD_WORDS:
-                last = np.uint64(0)
-                for b in range(size & 7):
-                    last |= np.uint64(buf[row, start + 8 + 8 * whole + b]) << np.uint64(8 * b)
-                leaves[whole, i] = last
-                for k in range(whole + 1, PAYLOAD_WORDS):
-                    leaves[k, i] = 0
-            span = np.uint64(0)
-            for b in range(8):
-                span |= np.uint64(buf[row, start + b]) << np.uint64(8 * b)
-            msg[0, i] = span
-        _hash_group(g, n, leaves, tree, msg, digest, soc_digest, is_soc, soc_addresses, node_init, span_init, q, sh,
-                    plain_init, out)  # fmt: skip
-
-
-@_jit
 def bmt_pieces(
     head_at: np.ndarray,
     head_len: np.ndarray,
@@ -412,20 +349,27 @@ def bmt_pieces(
     plain_init: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """:func:`bmt_rows` over chunks held in two pieces wherever they are in memory; inputs already validated.
+    """Prefixed BMT hash (and SOC transform) of chunks held in two pieces each, ``LANES`` per pass;
+    inputs already validated.
 
     Row i's ``span | payload`` is the ``head_len[i]`` bytes at address
     ``head_at[i]`` followed by the ``tail_len[i]`` bytes at ``tail_at[i]``
-    (the head holds at least the span). The bytes are read where they lie (a
-    mapped file's pages, say) straight into the lanes: no copy into a row
-    first. Every address must be readable for its length; nothing past it is
-    read.
+    (the head holds at least the span); SOC rows give ``keccak(soc_addresses[i]
+    | bmt)``. The bytes are read where they lie (a mapped file's pages, or a
+    row of a buffer: :func:`bmt_rows`) straight into the lanes; nothing past
+    them is read. For prefixes whose tail ``r`` fits one block
+    (:func:`fits_one_block`); ``node_init``/``span_init`` are the one-block
+    templates of ``keccak_numba.PrefixContext``.
     """
     w = LANES
     n = head_len.shape[0]
     q = r >> 3
     sh = (r & 7) * 8
-    leaves, tree, msg, digest, soc_digest = _group_buffers()
+    leaves = np.empty((PAYLOAD_WORDS, w), np.uint64)  # payload words, interleaved by lane
+    tree = np.empty((PAYLOAD_WORDS // 2, w), np.uint64)  # level-1 nodes and up, interleaved
+    msg = np.zeros((NODE_MSG_WORDS, w), np.uint64)
+    digest = np.empty((4, w), np.uint64)
+    soc_digest = np.empty((4, w), np.uint64)
     for g in range(0, n, w):
         for i in range(w):
             row = min(g + i, n - 1)
@@ -464,3 +408,37 @@ def bmt_pieces(
                 leaves[z, i] = 0
         _hash_group(g, n, leaves, tree, msg, digest, soc_digest, is_soc, soc_addresses, node_init, span_init, q, sh,
                     plain_init, out)  # fmt: skip
+
+
+@_jit
+def bmt_rows(
+    buf: np.ndarray,
+    lengths: np.ndarray,
+    offsets: np.ndarray,
+    is_soc: np.ndarray,
+    soc_addresses: np.ndarray,
+    node_init: np.ndarray,
+    span_init: np.ndarray,
+    r: int,
+    plain_init: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Prefixed BMT hash (and SOC transform) of each row, ``LANES`` rows per pass; inputs already validated.
+
+    Same contract as ``keccak_numba.bmt_batch`` (row i: ``span | payload`` from
+    ``offsets[i]`` to ``lengths[i]``, nothing past it read; SOC rows give
+    ``keccak(soc_addresses[i] | bmt)``), for prefixes whose tail ``r`` fits
+    one block (:func:`fits_one_block`); ``node_init``/``span_init`` are the
+    one-block templates of ``keccak_numba.PrefixContext``. ``buf`` must be
+    C-contiguous: each row is handed to :func:`bmt_pieces` as one piece.
+    """
+    n = lengths.shape[0]
+    head_at = np.empty(n, np.int64)
+    head_len = np.empty(n, np.int64)
+    no_tail = np.zeros(n, np.int64)
+    base = buf.ctypes.data
+    stride = buf.strides[0]
+    for i in range(n):
+        head_at[i] = base + i * stride + offsets[i]
+        head_len[i] = lengths[i] - offsets[i]
+    bmt_pieces(head_at, head_len, head_at, no_tail, is_soc, soc_addresses, node_init, span_init, r, plain_init, out)
