@@ -489,7 +489,7 @@ def main() -> int:
               f"{len(runs['cold'])}), {cold_rate:,.0f} chunks/s; cold/warm = {cold_rate / rate:.3f}")  # fmt: skip
         print(f"  phase 1 {cold.phase1_duration:.3f} s (summed over workers: hashing {cold.taddr_duration:.3f} s, "
               f"reads {cold.chunk_load_duration:.3f} s, iteration {cold.iteration_duration:.3f} s; "
-              f"{cold.direct_io_rows:,} chunks read around the page cache)")  # fmt: skip
+              f"{cold.direct_io_rows:,} chunks read around the page cache, {cold.file_order_rows:,} in file order)")  # fmt: skip
     for k, v in rates.items():
         print(f"  keccak rate {k:<20} {'n/a' if v is None else f'{v:,.0f} calls/s'}")
     if perm is not None:

@@ -72,6 +72,7 @@ class SampleStats:
     direct_read_fallbacks: int = 0  # shards phase 1 read through py-lmdb because the data file surprised it
     direct_io_rows: int = 0  # chunks phase 1 read around the page cache (cold runs of pages, O_DIRECT)
     mapped_rows: int = 0  # chunks phase 1 hashed where they lie in the page cache (runs of pages, mapped)
+    file_order_rows: int = 0  # chunks phase 1 hashed in file order (cold shards whose chunks lie scattered)
     stamp_validations: int = 0
     invalid_stamps: int = 0
     chunk_loads: int = 0

@@ -163,7 +163,7 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     except ValueError:
         return multiprocessing.get_context("spawn")
     # With the accelerated backend the fork server also compiles the direct scan once.
-    ctx.set_forkserver_preload(["sampler.worker", "sampler.columns"] if hashing.accelerated() else ["sampler.worker"])
+    ctx.set_forkserver_preload(["sampler.worker", "sampler.columns", "sampler.fileorder"] if hashing.accelerated() else ["sampler.worker"])
     _start_fork_server()
     return ctx
 

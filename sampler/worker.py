@@ -468,6 +468,16 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
     view: ReadOnlyMap | None = None
     mapped = _UNMAPPED
     try:
+        if key_range is not None and in_place:
+            from . import fileorder
+
+            txn_id = snap.txn.id()
+            if fileorder.worth_file_order(fd, txn_id, key_range, task.excluded, task.consensus_time, BLOCK, BLOCK_SLACK,
+                                          PROBES, DIRECT_RUN, DIRECT_SHARE):  # fmt: skip
+                cands, stats = fileorder.scan_file_order(fd, data_file, txn_id, key_range, task.anchor, task.excluded,
+                                                         task.consensus_time, task.k, task.after, BLOCK, BLOCK_SLACK,
+                                                         report)  # fmt: skip
+                return _finish(task, cands, stats)
         if key_range is not None:
             # Chunks are hashed where they lie in the page cache when the kernel can take them there;
             # otherwise (a long anchor) each row is read whole into the row buffer.

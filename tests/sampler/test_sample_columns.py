@@ -25,7 +25,7 @@ from chunkstore.swarm.constants import ChunkType
 from chunkstore.swarm.directio import open_direct
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.stamp import Stamp
-from sampler import columns, reserve_sample, worker
+from sampler import columns, fileorder, reserve_sample, worker
 from sampler.batches import below_balance_batches
 from sampler.worker import ShardTask, scan_direct, scan_rows
 from tests.sampler.helpers import build_world, force_data, force_entry
@@ -173,6 +173,120 @@ def test_direct_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth
             again = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, 4 * k,
                           (last[0], last[1]), overlay, radius)  # fmt: skip
             _same(*_both(w, again))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    anchor_len=st.sampled_from([1, 2, 32, 80]),  # 80: cannot be hashed in place, so never in file order
+    depth=st.integers(0, 4),
+    consensus_offset=st.sampled_from([0, 300, 700, 10**15]),
+    min_balance=st.sampled_from([None, 100, 10**6]),
+    k=st.sampled_from([1, 3, 64]),
+    radius=st.integers(0, 3),
+    small_blocks=st.booleans(),
+    rescan=st.booleans(),
+    segment_rows=st.sampled_from([1, 7, 64, fileorder.SEGMENT_ROWS]),
+    stage_pages=st.sampled_from([1, 2, 16, fileorder.STAGE_PAGES]),
+    batch=st.sampled_from([1, 3, fileorder.BATCH]),
+    stages=st.sampled_from([1, 3]),
+)
+def test_file_order_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, depth, consensus_offset, min_balance, k,
+                                         radius, small_blocks, rescan, segment_rows, stage_pages, batch,
+                                         stages) -> None:  # fmt: skip
+    """Chunks hashed in the order of their pages in the file, a segment of rows at a time: the rule's sample.
+
+    Small segments walk the index and offer its blocks many times; small
+    read buffers and batches cut the file-order reads anywhere.
+    """
+    w, _ = world
+    rng = random.Random(seed)
+    anchor = rng.randbytes(anchor_len)
+    overlay = rng.randbytes(32) if radius else b""
+    monkeypatch.setattr(fileorder, "FILE_ORDER", "always")
+    monkeypatch.setattr(worker, "BLOCK", rng.choice([1, 2, 5, 9]) if small_blocks else DEFAULT_BLOCK)
+    monkeypatch.setattr(worker, "BLOCK_SLACK", 256)
+    monkeypatch.setattr(fileorder, "SEGMENT_ROWS", segment_rows)
+    monkeypatch.setattr(fileorder, "STAGE_PAGES", stage_pages)
+    monkeypatch.setattr(fileorder, "BATCH", batch)
+    monkeypatch.setattr(fileorder, "STAGES", stages)
+    for shard in range(SHARDS):
+        task = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, k, None, overlay, radius)
+        rows, direct = _both(w, task)
+        _same(rows, direct)
+        if anchor_len == 80:
+            assert direct.stats.get("file_order_rows", 0) == 0
+        elif rows.stats["chunk_loads"]:
+            assert direct.stats["file_order_rows"] > 0
+        if rescan and rows.candidates:
+            last = rows.candidates[len(rows.candidates) // 2]
+            again = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, 4 * k,
+                          (last[0], last[1]), overlay, radius)  # fmt: skip
+            _same(*_both(w, again))
+
+
+def _file_order_rows(w, monkeypatch) -> int:
+    rows_in_file_order = 0
+    for shard in range(SHARDS):
+        rows, direct = _both(w, _task(w, shard, b"\x01", 0, w.base_time + 10**15, None, 16, None, b"", 0))
+        _same(rows, direct)
+        rows_in_file_order += direct.stats.get("file_order_rows", 0)
+    return rows_in_file_order
+
+
+def test_only_a_cold_shard_of_scattered_chunks_is_hashed_in_file_order(world, monkeypatch) -> None:
+    """The scan's choice, on its first block: file order for a cold shard whose heads do not lie in runs."""
+    w, _ = world
+    monkeypatch.setattr(fileorder, "FILE_ORDER", "auto")
+    monkeypatch.setattr(fileorder, "MIN_ROWS", 1)  # the world's shards are small
+    _read_as(monkeypatch, "cache")  # the store was just written: its pages are cached
+    assert _file_order_rows(w, monkeypatch) == 0
+    monkeypatch.setattr(columns, "cached", lambda *args: False)  # cold; the world grew by puts in random order
+    assert _file_order_rows(w, monkeypatch) > 0
+    monkeypatch.setattr(worker, "DIRECT_SHARE", 0.0)  # cold, but every block counts as lying in runs
+    assert _file_order_rows(w, monkeypatch) == 0
+    monkeypatch.setattr(worker, "DIRECT_SHARE", DEFAULT_SHARE)
+    monkeypatch.setattr(fileorder, "MIN_ROWS", 10**6)  # cold and scattered, but too small to be worth it
+    assert _file_order_rows(w, monkeypatch) == 0
+
+
+def test_failed_reads_around_the_cache_in_file_order_read_through_it(world, monkeypatch, caplog) -> None:
+    """A file system that opens with O_DIRECT but fails the reads: file order reads through the page cache."""
+    w, _ = world
+    monkeypatch.setattr(fileorder, "FILE_ORDER", "always")
+    monkeypatch.setattr(fileorder, "STAGE_PAGES", 2)  # many reads, so some fail after the first
+    direct_fds: set[int] = set()
+
+    def open_direct_failing(path: str, flags: int) -> tuple[int, bool]:
+        fd = os.open(path, flags)
+        direct_fds.add(fd)
+        return fd, True
+
+    real_read = fileorder.read_spans
+
+    def read_spans(fd: int, *args: object) -> int:
+        return fileorder.E_READ if fd in direct_fds else real_read(fd, *args)
+
+    monkeypatch.setattr(fileorder, "open_direct", open_direct_failing)
+    monkeypatch.setattr(fileorder, "read_spans", read_spans)
+    assert _file_order_rows(w, monkeypatch) > 0
+    assert "reads around the page cache failed" in caplog.text
+
+
+def test_a_file_order_read_that_fails_falls_back_to_the_row_scan(world, monkeypatch, caplog) -> None:
+    """Reads that fail either way: the shard is sampled through py-lmdb, and the run counts the fallback."""
+    w, _ = world
+    monkeypatch.setattr(fileorder, "FILE_ORDER", "always")
+    monkeypatch.setattr(fileorder, "read_spans", lambda *args: fileorder.E_READ)
+    for shard in range(SHARDS):
+        task = _task(w, shard, b"\x01", 0, w.base_time + 10**15, None, 16, None, b"", 0)
+        with w.store.shard(shard).snapshot() as snap:
+            rows = scan_rows(task, snap)
+        with w.store.shard(shard).snapshot() as snap:
+            got = worker.scan_snapshot(task, snap)
+        _same(rows, got)
+        assert got.stats["direct_read_fallbacks"] == 1
+    assert "chunk data: short or failed read" in caplog.text
 
 
 @pytest.mark.parametrize("mapped_run", [1, 10**9])

@@ -1,0 +1,582 @@
+"""Phase 1 of a cold shard whose chunks lie scattered over its file: hashed in file order.
+
+A store grown by puts in random order (a node's reserve, filled as chunks
+arrive) holds each chunk's head page wherever LMDB had a free page when it
+was written. Read in key order, those pages are random reads, and a disk that
+answers about 18,000 of them a second takes minutes over a full
+neighbourhood, where a sequential read of the same file takes seconds. Phase
+1 does not need key order: it keeps the ``k`` smallest transformed
+addresses. So a cold, scattered shard is sampled in three passes under the
+scan's one read transaction, ``SEGMENT_ROWS`` rows at a time:
+
+1. **walk**: the index is walked in key order (``columns.scan_entries`` and
+   ``columns.locate_rows``, as the direct scan walks it) and no chunk is read:
+   each row keeps where its head and tail are, a few dozen bytes a row;
+2. **hash**: the rows are sorted by the position of their heads, and the head
+   pages are read in that order in large reads around the page cache
+   (``O_DIRECT``) and hashed where they landed; tails and heads stored inline
+   are read through the read-only map of the file (they lie in index pages
+   the walk has just read, so they are cached). Each row keeps the first 8
+   bytes of its transformed address and its verdict, and the rows that may
+   still be among the ``k`` smallest keep the whole address;
+3. **offer**: the stamp index is walked again (cached now) and each block is
+   offered to the candidate set as the direct scan offers it, its
+   transformed addresses taken from pass 2. So the candidates, the counters
+   and the set's completeness are the direct scan's, whatever the order the
+   chunks were hashed in.
+
+A row that is not kept whole is offered with its true 8-byte prefix and
+``0xff`` after it. That cannot change the result: such a row's prefix is
+above the ``k``-th smallest prefix of the rows that are kept (pass 2 keeps
+every row at or below the running ``k``-th smallest prefix above ``after``,
+and every row whose prefix ties ``after``'s), so its key is above at least
+``k`` genuine keys whichever bytes follow, and whether its key is above
+``after`` is decided by the prefix alone.
+
+Memory: the walk's columns of one block, ``ROW_STATE`` bytes a row of the
+segment (and 32 more a SOC), and ``STAGES`` read buffers of ``STAGE_PAGES``
+pages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS
+from chunkstore.store.mapped import ReadOnlyMap
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.bmt.numba_kernels import _jit
+from chunkstore.swarm.constants import ADDRESS_SIZE, MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE
+from chunkstore.swarm.directio import aligned_buffer, open_direct
+from chunkstore.swarm.libc import sys_memcpy
+from chunkstore.swarm.rawmem import peek_u16, peek_u64
+
+from . import columns as col
+from .candidates import CandidateSet, Key
+from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, Cursor, DirectReadError, open_trees, sys_pread
+
+log = logging.getLogger(__name__)
+
+SEGMENT_ROWS = 1 << 20  # rows walked, sorted and hashed at a time (about ROW_STATE MiB per 2^20 rows)
+ROW_STATE = 38  # bytes a segment keeps per row (see ``_Segment``), besides 32 per SOC
+STAGE_PAGES = 512  # pages per read buffer (2 MiB): one batch of heads read in file order
+STAGES = 3  # read buffers: one hashed while the others are filled
+READERS = 2  # threads reading batches: reads in flight
+BATCH = 1024  # rows hashed per kernel call
+# Rows hashed between two releases of the map's pages (tails and inline heads, in index leaves). Not
+# fewer: in file order every few thousand rows touch most of the tails' leaves again, and releasing
+# every 4,096 rows cost a shard a fifth of its time in page faults.
+RELEASE_ROWS = 1 << 16
+MIN_ROWS = 256  # a first block with fewer rows is not worth a probe: the shard is small
+# "auto": cold scattered shards; "always" or "never" (tests, and benchmarks comparing the two ways)
+FILE_ORDER = os.environ.get("CHUNKSTORE_SAMPLE_FILE_ORDER", "auto")
+_CAC_MIN, _CAC_MAX = SPAN_SIZE, MAX_CAC_SIZE
+_MAX_PREFIX = np.uint64((1 << 64) - 1)
+_UNMAPPED = ReadOnlyMap.empty()
+
+
+# ------------------------------------------------------------------ the numba half
+
+
+@_jit
+def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: int, base: int, soc: int,
+              head_kind: np.ndarray, head_pos: np.ndarray, head_size: np.ndarray, tail_pos: np.ndarray,
+              tail_size: np.ndarray, soc_slot: np.ndarray, soc_addr: np.ndarray) -> int:  # fmt: skip
+    """Pass 1: keep rows ``0..n`` of a located block as rows ``base..base + n`` of the segment.
+
+    A SOC's address (its hash needs it) goes to ``soc_addr[soc]`` onwards,
+    which must have room for ``n`` more; returns the SOCs kept in all.
+    """
+    for i in range(n):
+        r = base + i
+        head_kind[r] = where[i, 0]
+        head_pos[r] = where[i, 1]
+        head_size[r] = where[i, 2]
+        if where[i, 3] == col.MISSING:
+            tail_pos[r], tail_size[r] = 0, 0
+        else:
+            tail_pos[r], tail_size[r] = where[i, 4], where[i, 5]
+        if row_type[i] == col.SOC:
+            soc_slot[r] = soc
+            for b in range(ADDRESS_SIZE):
+                soc_addr[soc, b] = row_addr[i, b]
+            soc += 1
+        else:
+            soc_slot[r] = -1
+    return soc
+
+
+@_jit
+def plan_reads(order: np.ndarray, start: int, total: int, head_kind: np.ndarray, head_pos: np.ndarray,
+               head_size: np.ndarray, psize: int, room: int, max_rows: int, spans: np.ndarray) -> tuple[int, int]:  # fmt: skip
+    """Pass 2: the next rows (in file order, ``order[start:]``) whose heads fit one read buffer of ``room`` pages.
+
+    Heads on overflow pages at most ``col.MAX_GAP`` pages apart share a span:
+    ``spans[s] = (first page, pages, page in the buffer)``; the pages between
+    them come along. Rows without an overflow head (inline, missing) need no
+    span. Returns ``(rows, spans)``.
+    """
+    rows = 0
+    nspans = 0
+    used = 0
+    last = np.int64(-1)
+    while start + rows < total and rows < max_rows:
+        r = order[start + rows]
+        if head_kind[r] == col.OVERFLOW:
+            first = (head_pos[r] - PAGEHDRSZ) // psize
+            end = (head_pos[r] + head_size[r] + psize - 1) // psize  # one past the head's last page
+            if nspans and first <= last + col.MAX_GAP + 1:
+                grow = max(end - 1, last) - last
+                if used + grow > room:
+                    break
+                spans[nspans - 1, 1] += grow
+                used += grow
+                last += grow
+            else:
+                if used + (end - first) > room:
+                    break
+                spans[nspans, 0], spans[nspans, 1], spans[nspans, 2] = first, end - first, used
+                nspans += 1
+                used += end - first
+                last = end - 1
+        rows += 1
+    return rows, nspans
+
+
+@_jit
+def read_spans(fd: int, spans: np.ndarray, nspans: int, psize: int, stage: np.ndarray) -> int:
+    """Read each planned span into its place in ``stage``: OK, or E_READ for a failed or short read."""
+    base = stage.ctypes.data
+    for s in range(nspans):
+        want = spans[s, 1] * psize
+        if sys_pread(fd, base + spans[s, 2] * psize, want, spans[s, 0] * psize) != want:
+            return E_READ
+    return OK
+
+
+@_jit
+def place_heads(order: np.ndarray, start: int, rows: int, head_kind: np.ndarray, head_pos: np.ndarray,
+                head_size: np.ndarray, tail_pos: np.ndarray, tail_size: np.ndarray, soc_slot: np.ndarray,
+                soc_addr: np.ndarray, spans: np.ndarray, nspans: int, psize: int, stage: np.ndarray,
+                mapped: np.ndarray, room: int, verdict: np.ndarray, hashed: np.ndarray, head_at: np.ndarray,
+                head_len: np.ndarray, tail_at: np.ndarray, tail_len: np.ndarray, is_soc: np.ndarray,
+                socs: np.ndarray) -> tuple[int, int]:  # fmt: skip
+    """Pass 2: where each planned row's span and payload are in memory, for the hash; its verdict.
+
+    Heads on overflow pages are in ``stage`` (read by :func:`read_spans`;
+    each page's header must name it), inline heads and every tail in
+    ``mapped``. The rows that can be hashed are listed in ``hashed`` (their
+    segment rows) with their pieces (a SOC's after its header); ``verdict``
+    gets 1 for them, 0 for a missing chunk, -1 for data that is no chunk of
+    the row's type (the direct scan's rules). Returns ``(OK, rows to hash)``,
+    or an error code (never hashed: the caller falls back).
+    """
+    mapped_at = mapped.ctypes.data
+    mapped_len = mapped.shape[0]
+    staged = stage.ctypes.data
+    s = 0
+    g = 0
+    for j in range(rows):
+        r = order[start + j]
+        kind, pos, size = head_kind[r], head_pos[r], head_size[r]
+        tsize = tail_size[r]
+        if kind == col.MISSING:
+            verdict[r] = 0
+            continue
+        if size + tsize > room:
+            verdict[r] = -1
+            continue
+        if kind == col.OVERFLOW:
+            pgno = (pos - PAGEHDRSZ) // psize
+            while s < nspans and pgno >= spans[s, 0] + spans[s, 1]:
+                s += 1
+            if s == nspans or pgno < spans[s, 0]:
+                return E_READ, 0
+            page = staged + (spans[s, 2] + pgno - spans[s, 0]) * psize
+            if np.int64(peek_u64(page)) != pgno or not (peek_u16(page + 10) & P_OVERFLOW):
+                return E_PAGE, 0
+            at = page + PAGEHDRSZ
+        else:
+            if pos + size > mapped_len:
+                return E_READ, 0
+            at = mapped_at + pos
+        if tsize and tail_pos[r] + tsize > mapped_len:
+            return E_READ, 0
+        skip = SOC_HEADER_SIZE if soc_slot[r] >= 0 else 0
+        data = size + tsize - skip
+        if data < _CAC_MIN or data > _CAC_MAX or size - skip < _CAC_MIN:
+            verdict[r] = -1
+            continue
+        verdict[r] = 1
+        hashed[g] = r
+        head_at[g], head_len[g] = at + skip, size - skip
+        tail_at[g], tail_len[g] = (mapped_at + tail_pos[r], tsize) if tsize else (at + skip, 0)
+        is_soc[g] = 1 if skip else 0
+        if skip:
+            sys_memcpy(socs.ctypes.data + g * socs.strides[0], soc_addr.ctypes.data + soc_slot[r] * soc_addr.strides[0],
+                       ADDRESS_SIZE)  # fmt: skip
+        g += 1
+    return OK, g
+
+
+# ------------------------------------------------------------------ the passes
+
+
+class _Walk:
+    """One walk of the shard's key range in blocks: the stamp index, and the chunks where ``locate``."""
+
+    def __init__(self, fd: int, txn_id: int, key_range: tuple[bytes, bytes | None], excluded: frozenset[bytes],
+                 consensus_time: int, block: int, slack: int) -> None:  # fmt: skip
+        roots = open_trees(fd, txn_id, (DB_STAMPS, DB_CHUNKS, DB_TAILS))
+        self.psize, last = roots.psize, roots.last_pg
+        self.total_entries = roots.trees[DB_STAMPS].entries  # the shard's, in range or not: at most its rows
+        self.stamps = Cursor.open(fd, self.psize, roots.trees[DB_STAMPS], last)
+        self.chunks = Cursor.open(fd, self.psize, roots.trees[DB_CHUNKS], last)
+        self.tails = Cursor.open(fd, self.psize, roots.trees[DB_TAILS], last)
+        self.lo = np.frombuffer(key_range[0].ljust(32, b"\0")[:32], np.uint8).copy()
+        self.has_hi = key_range[1] is not None
+        self.hi = np.frombuffer((key_range[1] or b"").ljust(32, b"\0")[:32], np.uint8).copy()
+        self.excluded = np.array(sorted(excluded), dtype="S32").view(np.uint8).reshape(-1, 32).copy()
+        self.consensus = np.uint64(min(max(consensus_time, 0), (1 << 64) - 1))
+        self.state = np.zeros(2, np.int64)
+        self.counts = np.zeros(5, np.int64)
+        self.walked_last = np.zeros(33, np.uint8)
+        self.block = block
+        cap = block + slack
+        self.row_addr = np.zeros((cap, 32), np.uint8)
+        self.row_type = np.zeros(cap, np.uint8)
+        self.ent_row = np.zeros(cap, np.int64)
+        self.ent_batch = np.zeros((cap, 32), np.uint8)
+        self.where = np.zeros((cap, 6), np.int64)
+        self.tails_copied = np.zeros((cap, col.TAIL_ROOM), np.uint8)
+        self.rows = self.entries = self.walked = 0
+
+    @property
+    def done(self) -> bool:
+        return bool(self.state[1])
+
+    def next_block(self, locate: bool) -> bool:
+        """Walk one block; False once the range is done and nothing was walked."""
+        s = self.stamps
+        before = int(self.counts[col.C_TOTAL])
+        nrows, nents, rc = col.scan_entries(
+            s.pages, s.pg, s.ix, s.nk, s.info, self.state, self.lo, self.hi, self.has_hi, self.excluded,
+            self.consensus, self.block, self.row_addr, self.row_type, self.ent_row, self.ent_batch, self.counts,
+            self.walked_last,
+        )  # fmt: skip
+        if rc < 0:
+            raise DirectReadError(f"stamp index: {ERRORS.get(rc, rc)}")
+        self.rows, self.entries, self.walked = nrows, nents, int(self.counts[col.C_TOTAL]) - before
+        if locate and nrows:
+            c, t = self.chunks, self.tails
+            rc = col.locate_rows(
+                c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, self.row_addr, nrows,
+                self.where, self.tails_copied,
+            )  # fmt: skip
+            if rc < 0:
+                raise DirectReadError(f"chunk index: {ERRORS.get(rc, rc)}")
+        return bool(nrows or self.walked or not self.done)
+
+
+def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None], excluded: frozenset[bytes],
+                     consensus_time: int, block: int, slack: int, probes: int, direct_run: int,
+                     direct_share: float) -> bool:  # fmt: skip
+    """Is the shard cold and its chunks scattered? Judged on its first block, as the direct scan judges blocks.
+
+    Cold: none of ``probes`` of the block's heads is in the page cache
+    (``columns.cached``). Scattered: fewer than ``direct_share`` of its rows
+    lie in runs of ``direct_run`` heads that follow each other in the file
+    (``columns.plan_direct``), which the direct scan reads in large reads
+    anyway. ``FILE_ORDER`` forces the answer either way.
+    """
+    if FILE_ORDER != "auto":
+        return FILE_ORDER == "always"
+    walk = _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
+    walk.next_block(locate=True)
+    n = walk.rows
+    if n < MIN_ROWS or col.cached(fd, walk.where, n, probes):
+        return False
+    runs = col.plan_direct(walk.where, n, walk.psize, direct_run, np.zeros(n, np.uint8))
+    return bool(runs < direct_share * n)
+
+
+class _Segment:
+    """What pass 1 keeps of each row of a segment, and what pass 2 makes of it (``ROW_STATE`` bytes a row)."""
+
+    def __init__(self, cap: int) -> None:
+        self.head_kind = np.zeros(cap, np.uint8)
+        self.head_pos = np.zeros(cap, np.int64)
+        self.head_size = np.zeros(cap, np.int32)
+        self.tail_pos = np.zeros(cap, np.int64)
+        self.tail_size = np.zeros(cap, np.int32)
+        self.soc_slot = np.zeros(cap, np.int32)
+        self.soc_addr = np.zeros((64, 32), np.uint8)  # grown as SOCs come
+        self.prefix = np.zeros(cap, np.uint64)  # the transformed address's first 8 bytes, as a number
+        self.verdict = np.zeros(cap, np.int8)
+        self.rows = self.socs = self.blocks = self.walked = 0
+
+
+class _Kept:
+    """The rows of pass 2 that may be among the ``k`` smallest: their whole transformed addresses."""
+
+    def __init__(self, k: int, after: Key | None) -> None:
+        self.k = k
+        self.after_prefix = np.uint64(int.from_bytes(after[0][:8], "big")) if after is not None else None
+        self.smallest = np.zeros(0, np.uint64)  # the k smallest prefixes above after's, sorted
+        self.rows: list[np.ndarray] = []
+        self.taddrs: list[np.ndarray] = []
+        self.held = 0
+
+    def threshold(self) -> np.uint64:
+        return self.smallest[self.k - 1] if self.smallest.shape[0] >= self.k else _MAX_PREFIX
+
+    def offer(self, rows: np.ndarray, prefixes: np.ndarray, taddrs: np.ndarray) -> None:
+        """Rows of one hashed batch (all good), their prefixes and transformed addresses."""
+        above = prefixes if self.after_prefix is None else prefixes[prefixes > self.after_prefix]
+        if above.shape[0]:
+            self.smallest = np.sort(np.concatenate((self.smallest, above)))[: self.k]
+        pick = self._picked(prefixes)
+        if pick.any():
+            self.rows.append(rows[pick].copy())
+            self.taddrs.append(taddrs[pick].copy())
+            self.held += int(np.count_nonzero(pick))
+            if self.held > 4 * self.k:
+                self._prune()
+
+    def _picked(self, prefixes: np.ndarray) -> np.ndarray:
+        pick = prefixes <= self.threshold()
+        if self.after_prefix is not None:
+            pick &= prefixes >= self.after_prefix
+        return pick
+
+    def _prune(self) -> None:
+        rows, taddrs = np.concatenate(self.rows), np.concatenate(self.taddrs)
+        pick = self._picked(np.ascontiguousarray(taddrs[:, :8]).view(">u8").ravel().astype(np.uint64))
+        self.rows, self.taddrs = [rows[pick]], [taddrs[pick]]
+        self.held = int(np.count_nonzero(pick))
+
+    def sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows ascending, their transformed addresses); clears the set for the next segment."""
+        if not self.rows:
+            return np.zeros(0, np.int64), np.zeros((0, 32), np.uint8)
+        rows, taddrs = np.concatenate(self.rows), np.concatenate(self.taddrs)
+        order = np.argsort(rows, kind="stable")
+        self.rows, self.taddrs, self.held = [], [], 0
+        return rows[order], taddrs[order]
+
+
+def scan_file_order(
+    fd: int,
+    data_file: str,
+    txn_id: int,
+    key_range: tuple[bytes, bytes | None],
+    anchor: bytes,
+    excluded: frozenset[bytes],
+    consensus_time: int,
+    k: int,
+    after: Key | None,
+    block: int,
+    slack: int,
+    report: Callable[[int], None] | None = None,
+) -> tuple[CandidateSet, dict[str, float]]:
+    """Phase 1 of one shard in file order (see the module's docstring): the candidates and the scan's counters.
+
+    ``block``/``slack`` must be the direct scan's, so that both walk the same
+    blocks. Raises ``DirectReadError`` when the file is not what the reader
+    expects (the caller falls back to the row scan).
+    """
+    t_start = time.perf_counter()
+    cands = CandidateSet(k, after)
+    kept = _Kept(k, after)
+    walk = _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
+    offer = _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
+    seg = _Segment(min(SEGMENT_ROWS, walk.total_entries) + block + slack)
+    view = ReadOnlyMap(fd)
+    dfd, _direct = open_direct(data_file, os.O_RDONLY)
+    readers = ThreadPoolExecutor(READERS, thread_name_prefix="sample-file-order")
+    stats: dict[str, float] = {"chunk_loads": 0, "chunk_load_failed": 0, "file_order_rows": 0}
+    taddr_s = load_s = 0.0
+    try:
+        while not walk.done:
+            _walk_segment(walk, seg)
+            t = time.perf_counter()
+            hashed_s = _hash_segment(seg, walk.psize, view, fd, dfd, readers, anchor, kept, report)
+            load_s += time.perf_counter() - t - hashed_s
+            taddr_s += hashed_s
+            _offer_segment(offer, seg, kept, cands, stats)
+            stats["file_order_rows"] += seg.rows
+    except DirectReadError as exc:
+        raise DirectReadError(f"{data_file}: {exc}") from None
+    finally:
+        readers.shutdown(wait=True)  # no read may still be writing into a buffer
+        os.close(dfd)
+        view.close()
+    counts = walk.counts
+    elapsed = time.perf_counter() - t_start
+    stats.update({
+        "total_iterated": int(counts[col.C_TOTAL]),
+        "below_balance_ignored": int(counts[col.C_BELOW]),
+        "rogue_chunks": int(counts[col.C_ROGUE]),
+        "new_ignored": int(counts[col.C_NEW]),
+        "distinct_chunks": int(counts[col.C_DISTINCT]),
+        "taddr_duration": taddr_s,
+        "chunk_load_duration": load_s,
+        "iteration_duration": max(0.0, elapsed - taddr_s - load_s),
+    })  # fmt: skip
+    return cands, stats
+
+
+def _walk_segment(walk: _Walk, seg: _Segment) -> None:
+    """Pass 1: walk blocks until the segment holds ``SEGMENT_ROWS`` rows or the range is done."""
+    seg.rows = seg.socs = seg.blocks = seg.walked = 0
+    while seg.rows < SEGMENT_ROWS and walk.next_block(locate=True):
+        n = walk.rows
+        seg.blocks += 1
+        seg.walked += walk.walked
+        if seg.socs + n > seg.soc_addr.shape[0]:
+            grown = np.zeros((max(2 * seg.soc_addr.shape[0], seg.socs + n), 32), np.uint8)
+            grown[: seg.socs] = seg.soc_addr[: seg.socs]
+            seg.soc_addr = grown
+        seg.socs = keep_rows(walk.where, walk.row_type, walk.row_addr, n, seg.rows, seg.socs, seg.head_kind,
+                             seg.head_pos, seg.head_size, seg.tail_pos, seg.tail_size, seg.soc_slot, seg.soc_addr)  # fmt: skip
+        seg.rows += n
+
+
+def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: int, readers: ThreadPoolExecutor,
+                  anchor: bytes, kept: _Kept, report: Callable[[int], None] | None) -> float:  # fmt: skip
+    """Pass 2: hash the segment's rows in the order of their heads in the file; returns the seconds hashing.
+
+    ``dfd`` reads around the page cache where the file system allows it, ``fd`` through it.
+    """
+    n = seg.rows
+    order = np.argsort(seg.head_pos[:n], kind="stable").astype(np.int32)
+    room = col.ROW_BYTES - col.DATA_AT  # the direct scan's limit on a row's data
+    head_at, head_len, tail_at, tail_len = (np.zeros(BATCH, np.int64) for _ in range(4))
+    hashed = np.zeros(BATCH, np.int64)
+    is_soc = np.zeros(BATCH, np.uint8)
+    socs = np.zeros((BATCH, 32), np.uint8)
+    out = np.zeros((BATCH, 32), np.uint8)
+    free = [aligned_buffer(STAGE_PAGES * psize) for _ in range(STAGES)]
+    pending: deque[tuple[int, int, np.ndarray, int, np.ndarray, Future[int]]] = deque()
+    mapped = view.array
+    hashing_s = 0.0
+    planned = done = reported = unreleased = 0
+    failed_direct = False
+
+    def plan() -> None:
+        nonlocal planned
+        stage = free.pop()
+        spans = np.zeros((BATCH, 3), np.int64)
+        rows, nspans = plan_reads(order, planned, n, seg.head_kind, seg.head_pos, seg.head_size, psize,
+                                  STAGE_PAGES, BATCH, spans)  # fmt: skip
+        reader = fd if failed_direct else dfd
+        reading = readers.submit(read_spans, reader, spans, nspans, psize, stage)
+        pending.append((planned, rows, spans, nspans, stage, reading))
+        planned += rows
+
+    try:
+        while planned < n and free:
+            plan()
+        while pending:
+            start, rows, spans, nspans, stage, reading = pending.popleft()
+            rc = reading.result()
+            if rc != OK and dfd != fd:
+                # A file system that took O_DIRECT at open but not these reads: through the page cache, then.
+                if not failed_direct:
+                    log.warning("reads around the page cache failed; reading through it")
+                failed_direct = True
+                rc = read_spans(fd, spans, nspans, psize, stage)
+            if rc != OK:
+                raise DirectReadError(f"chunk data: {ERRORS.get(rc, rc)}")
+            rc, g = place_heads(order, start, rows, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos,
+                                seg.tail_size, seg.soc_slot, seg.soc_addr, spans, nspans, psize, stage, mapped, room,
+                                seg.verdict, hashed, head_at, head_len, tail_at, tail_len, is_soc, socs)  # fmt: skip
+            if rc != OK:
+                raise DirectReadError(f"chunk data: {ERRORS.get(rc, rc)}")
+            if g:
+                t = time.perf_counter()
+                hashing.transformed_addresses_at(head_at[:g], head_len[:g], tail_at[:g], tail_len[:g], socs[:g],
+                                                 is_soc[:g], anchor, out)  # fmt: skip
+                hashing_s += time.perf_counter() - t
+                prefixes = np.ascontiguousarray(out[:g, :8]).view(">u8").ravel().astype(np.uint64)
+                seg.prefix[hashed[:g]] = prefixes
+                kept.offer(hashed[:g], prefixes, out[:g])
+            free.append(stage)
+            done += rows
+            if planned < n:
+                plan()
+            if report is not None and n:
+                due = seg.walked * done // n  # the walked entries, reported as their rows are hashed
+                if due > reported:
+                    report(due - reported)
+                    reported = due
+            unreleased += rows
+            if unreleased >= RELEASE_ROWS:
+                view.release()  # the index pages mapped leave this process's resident set (not the page cache)
+                unreleased = 0
+    finally:
+        mapped = _UNMAPPED  # a traceback through this frame must not keep the map from closing
+        for *_, reading in pending:
+            reading.cancel()
+        for *_, reading in pending:
+            if not reading.cancelled():
+                reading.result()
+    if report is not None and seg.walked > reported:
+        report(seg.walked - reported)
+    return hashing_s
+
+
+def _offer_segment(offer: _Walk, seg: _Segment, kept: _Kept, cands: CandidateSet, stats: dict[str, float]) -> None:
+    """Pass 3: walk the segment's blocks again and offer them, as the direct scan offers a hashed block."""
+    rows, taddrs = kept.sorted()
+    out = np.zeros((offer.row_addr.shape[0], 32), np.uint8)
+    base = 0
+    for _ in range(seg.blocks):
+        offer.next_block(locate=False)
+        n, m = offer.rows, offer.entries
+        if base + n > seg.rows:
+            raise DirectReadError("the stamp index changed between two walks of one snapshot")
+        if n:
+            verdict = seg.verdict[base : base + n]
+            good = verdict == 1
+            out[:n, :8] = seg.prefix[base : base + n].astype(">u8").view(np.uint8).reshape(n, 8)
+            out[:n, 8:] = 0xFF
+            lo, hi = np.searchsorted(rows, [base, base + n])
+            out[rows[lo:hi] - base] = taddrs[lo:hi]
+            per_row = np.bincount(offer.ent_row[:m], minlength=n)[:n]
+            stats["chunk_loads"] += int(np.count_nonzero(good)) + int(per_row[~good & (verdict != 0)].sum())
+            stats["chunk_load_failed"] += int(per_row[~good].sum())
+            keep = good[offer.ent_row[:m]]
+            cands.offer_block(out[:n], offer.ent_row[:m][keep], offer.ent_batch[:m][keep], offer.row_addr[:n],
+                              offer.row_type[:n])  # fmt: skip
+        base += n
+    if base != seg.rows:
+        raise DirectReadError("the stamp index changed between two walks of one snapshot")
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the pass kernels with the argument types the scan uses."""
+    seg = _Segment(1)
+    where = np.zeros((1, 6), np.int64)
+    row = np.zeros((1, 32), np.uint8)
+    keep_rows(where, np.zeros(1, np.uint8), row, 0, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos,
+              seg.tail_size, seg.soc_slot, seg.soc_addr)  # fmt: skip
+    order = np.zeros(1, np.int32)
+    spans = np.zeros((1, 3), np.int64)
+    plan_reads(order, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, 4096, 1, 1, spans)
+    stage = np.zeros(4096, np.uint8)
+    read_spans(-1, spans, 0, 4096, stage)
+    at = np.zeros(1, np.int64)
+    place_heads(order, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos, seg.tail_size, seg.soc_slot,
+                seg.soc_addr, spans, 0, 4096, stage, ReadOnlyMap.empty(), 1, seg.verdict, at, at, at, at, at,
+                np.zeros(1, np.uint8), row)  # fmt: skip
+
+
+warm_up()
