@@ -34,6 +34,12 @@ Run: ``python bench/bench_sample.py --chunks 200000``
 ``PYTHONPATH`` naming another checkout, the same measurement runs that
 tree's sampler (a before/after comparison).
 
+``--key-order-cold N`` adds N cold samples with phase 1's file order off
+(``CHUNKSTORE_SAMPLE_FILE_ORDER=never``: key order, as before
+``sampler.fileorder``), each in a fresh process, and how much faster this
+run's cold sample was. On a store written in random order, that is the
+random reads file order avoids.
+
 ``--compare-rss 100000,400000`` runs the sample (no baseline, no keccak
 limit) in a fresh process per store size and prints the peaks side by side
 with their ratio: anonymous memory must stay flat in N (ratio <= 1.2), the
@@ -380,6 +386,37 @@ def fill_page_cache(path: Path) -> int:
     return done
 
 
+def cold_sample(path: str, anchor: bytes, consensus: int, workers: int | None) -> dict[str, object]:
+    """One cold sample of the store at ``path`` in this process's own worker pool: seconds, hash, file-order rows."""
+    with ReserveStore(Path(path), readonly=True) as store:
+        try:
+            reserve_sample(store, anchor, 31, consensus, workers=workers)  # the pool, warm
+        except InsufficientSample:
+            pass
+        drop_page_cache(Path(path))
+        res = reserve_sample(store, anchor, 0, consensus, workers=workers)
+    return {"seconds": res.stats.total_duration, "hash": sample_hash(res.items).hex(),
+            "file_order_rows": res.stats.file_order_rows}  # fmt: skip
+
+
+def key_order_cold(path: Path, anchor: bytes, consensus: int, workers: int | None, runs: int) -> list[dict]:
+    """Cold samples as phase 1 read before file order (``CHUNKSTORE_SAMPLE_FILE_ORDER=never``: key order).
+
+    Each in a fresh process, since a worker pool reads the setting when it starts.
+    """
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import bench_sample as b; "
+            "print(json.dumps(b.cold_sample(sys.argv[2], bytes.fromhex(sys.argv[3]), int(sys.argv[4]), "
+            "None if sys.argv[5] == '-' else int(sys.argv[5]))))")  # fmt: skip
+    env = dict(os.environ, CHUNKSTORE_SAMPLE_FILE_ORDER="never")
+    out = []
+    for _ in range(runs):
+        argv = [sys.executable, "-c", code, str(Path(__file__).parent), str(path), anchor.hex(), str(consensus),
+                "-" if workers is None else str(workers)]  # fmt: skip
+        done = subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
+        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
+
+
 def kernel_rate(seconds: float) -> tuple[str, float | None]:
     """(name, instances/s) of the permutation the BMT kernel runs on; the lane kernel if this tree has it."""
     if hasattr(hashing, "_LANES"):
@@ -409,6 +446,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     ap.add_argument("--no-limit", action="store_true", help="skip measuring the keccak limit L")
     ap.add_argument("--poll-ms", type=float, default=20.0, help="memory polling interval (default 20 ms)")
+    ap.add_argument("--key-order-cold", type=int, default=0, metavar="N",
+                    help="also N cold samples with file order off (key order, as before it), each in a fresh process")  # fmt: skip
     ap.add_argument("--compare-rss", metavar="N1,N2", default=None,
                     help="run the sample on stores of N1 and N2 chunks, each in a fresh process, and compare peaks")  # fmt: skip
     args = ap.parse_args()
@@ -490,6 +529,13 @@ def main() -> int:
         print(f"  phase 1 {cold.phase1_duration:.3f} s (summed over workers: hashing {cold.taddr_duration:.3f} s, "
               f"reads {cold.chunk_load_duration:.3f} s, iteration {cold.iteration_duration:.3f} s; "
               f"{cold.direct_io_rows:,} chunks read around the page cache, {cold.file_order_rows:,} in file order)")  # fmt: skip
+    if args.key_order_cold and runs["cold"]:
+        before = key_order_cold(path, anchor, consensus, args.workers, args.key_order_cold)
+        assert all(b["hash"] == fast_hash.hex() and b["file_order_rows"] == 0 for b in before)
+        key_s = _median([float(b["seconds"]) for b in before])
+        print(f"sample cold in key order (file order off, as before it; fresh process each): {key_s:.3f} s (median of "
+              f"{len(before)}), {st.total_iterated / key_s:,.0f} chunks/s; cold/warm = {st.total_iterated / key_s / rate:.3f}; "
+              f"this run's cold is {key_s / cold.total_duration:.2f}x faster")  # fmt: skip
     for k, v in rates.items():
         print(f"  keccak rate {k:<20} {'n/a' if v is None else f'{v:,.0f} calls/s'}")
     if perm is not None:
