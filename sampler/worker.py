@@ -24,7 +24,10 @@ Two ways to read, one rule:
   it) is instead read around the page cache (``O_DIRECT``, in reads of up to
   a MiB by ``DIRECT_READERS`` threads), which costs a fifth of the system
   time of filling the page cache. Memory is bounded by the block sizes,
-  whatever the shard holds.
+  whatever the shard holds. A shard whose first block is cold and whose
+  chunks lie scattered (a store grown by puts in random order) is hashed
+  in file order instead (``sampler.fileorder``): the same candidates and
+  counters, from sequential reads where key order would make random ones.
 * ``scan_rows`` walks the index through py-lmdb, one entry at a time. It is
   the reference the direct scan is tested against, the path of the pysha3
   backend and of a sample redone after a backend mismatch, and the fallback
