@@ -7,7 +7,7 @@ answers about 18,000 of them a second takes minutes over a full
 neighbourhood, where a sequential read of the same file takes seconds. Phase
 1 does not need key order: it keeps the ``k`` smallest transformed
 addresses. So a cold, scattered shard is sampled in three passes under the
-scan's one read transaction, ``SEGMENT_ROWS`` rows at a time:
+scan's one read transaction:
 
 1. **walk**: the index is walked in key order (``columns.scan_entries`` and
    ``columns.locate_rows``, as the direct scan walks it) and no chunk is read:
@@ -25,6 +25,12 @@ scan's one read transaction, ``SEGMENT_ROWS`` rows at a time:
    and the set's completeness are the direct scan's, whatever the order the
    chunks were hashed in.
 
+A shard of more than ``SEGMENT_ROWS`` rows is done in regions of its file,
+each holding at most about that many rows' heads (from a histogram the
+first walk makes): each region walks the index again and keeps only its own
+rows, so the file is still read once, in order, and memory stays bounded;
+the extra walks read index pages the first one left cached.
+
 A row that is not kept whole is offered with its true 8-byte prefix and
 ``0xff`` after it. That cannot change the result: such a row's prefix is
 above the ``k``-th smallest prefix of the rows that are kept (pass 2 keeps
@@ -33,8 +39,8 @@ and every row whose prefix ties ``after``'s), so its key is above at least
 ``k`` genuine keys whichever bytes follow, and whether its key is above
 ``after`` is decided by the prefix alone.
 
-Memory: the walk's columns of one block, ``ROW_STATE`` bytes a row of the
-segment (and 32 more a SOC), and ``STAGES`` read buffers of ``STAGE_PAGES``
+Memory: the walk's columns of one block, ``ROW_STATE`` bytes a row of a
+region (and 32 more a SOC), and ``STAGES`` read buffers of ``STAGE_PAGES``
 pages.
 """
 
@@ -64,8 +70,9 @@ from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, Cursor,
 
 log = logging.getLogger(__name__)
 
-SEGMENT_ROWS = 1 << 20  # rows walked, sorted and hashed at a time (about ROW_STATE MiB per 2^20 rows)
-ROW_STATE = 38  # bytes a segment keeps per row (see ``_Segment``), besides 32 per SOC
+SEGMENT_ROWS = 1 << 19  # rows walked, sorted and hashed at a time, at most about (ROW_STATE MiB per 2^20 rows)
+ROW_STATE = 54  # bytes a region keeps per row (see ``_Segment``; 12 of them only while it is sorted), 32 more a SOC
+HISTOGRAM = 4096  # buckets of the file's pages the first walk counts rows in, to cut the file into regions
 STAGE_PAGES = 512  # pages per read buffer (2 MiB): one batch of heads read in file order
 STAGES = 3  # read buffers: one hashed while the others are filled
 READERS = 2  # threads reading batches: reads in flight
@@ -86,16 +93,29 @@ _UNMAPPED = ReadOnlyMap.empty()
 
 
 @_jit
-def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: int, base: int, soc: int,
+def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: int, ordinal: int, psize: int,
+              lo_page: int, hi_page: int, keep: bool, rows: int, soc: int, histogram: np.ndarray, bucket_pages: int,
               head_kind: np.ndarray, head_pos: np.ndarray, head_size: np.ndarray, tail_pos: np.ndarray,
-              tail_size: np.ndarray, soc_slot: np.ndarray, soc_addr: np.ndarray) -> int:  # fmt: skip
-    """Pass 1: keep rows ``0..n`` of a located block as rows ``base..base + n`` of the segment.
+              tail_size: np.ndarray, soc_slot: np.ndarray, soc_addr: np.ndarray, ordinals: np.ndarray,
+              ) -> tuple[int, int]:  # fmt: skip
+    """Pass 1: keep the rows of a located block whose heads lie in pages ``lo_page..hi_page`` (if ``keep``).
 
-    A SOC's address (its hash needs it) goes to ``soc_addr[soc]`` onwards,
-    which must have room for ``n`` more; returns the SOCs kept in all.
+    The block's rows are the walk's rows ``ordinal..ordinal + n``; a kept row
+    goes to the segment's row ``rows`` onwards (with its ordinal), a SOC's
+    address (its hash needs it) to ``soc_addr[soc]`` onwards: both must have
+    room for ``n`` more. A missing chunk counts as page 0. Every row is
+    counted in ``histogram`` (``bucket_pages`` pages a bucket). Returns the
+    rows and SOCs kept in all.
     """
+    last = histogram.shape[0] - 1
     for i in range(n):
-        r = base + i
+        page = where[i, 1] // psize if where[i, 0] != col.MISSING else 0
+        histogram[min(page // bucket_pages, last)] += 1
+        if not keep or page < lo_page or page >= hi_page:
+            continue
+        r = rows
+        rows += 1
+        ordinals[r] = ordinal + i
         head_kind[r] = where[i, 0]
         head_pos[r] = where[i, 1]
         head_size[r] = where[i, 2]
@@ -110,7 +130,7 @@ def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: 
             soc += 1
         else:
             soc_slot[r] = -1
-    return soc
+    return rows, soc
 
 
 @_jit
@@ -236,6 +256,7 @@ class _Walk:
                  consensus_time: int, block: int, slack: int) -> None:  # fmt: skip
         roots = open_trees(fd, txn_id, (DB_STAMPS, DB_CHUNKS, DB_TAILS))
         self.psize, last = roots.psize, roots.last_pg
+        self.last_pg = last
         self.total_entries = roots.trees[DB_STAMPS].entries  # the shard's, in range or not: at most its rows
         self.stamps = Cursor.open(fd, self.psize, roots.trees[DB_STAMPS], last)
         self.chunks = Cursor.open(fd, self.psize, roots.trees[DB_CHUNKS], last)
@@ -308,7 +329,7 @@ def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None]
 
 
 class _Segment:
-    """What pass 1 keeps of each row of a segment, and what pass 2 makes of it (``ROW_STATE`` bytes a row)."""
+    """What pass 1 keeps of each row of a region, and what pass 2 makes of it (``ROW_STATE`` bytes a row)."""
 
     def __init__(self, cap: int) -> None:
         self.head_kind = np.zeros(cap, np.uint8)
@@ -317,10 +338,27 @@ class _Segment:
         self.tail_pos = np.zeros(cap, np.int64)
         self.tail_size = np.zeros(cap, np.int32)
         self.soc_slot = np.zeros(cap, np.int32)
-        self.soc_addr = np.zeros((64, 32), np.uint8)  # grown as SOCs come
+        self.ordinal = np.zeros(cap, np.uint32)  # the row's place in the walk (rows come in key order)
         self.prefix = np.zeros(cap, np.uint64)  # the transformed address's first 8 bytes, as a number
         self.verdict = np.zeros(cap, np.int8)
-        self.rows = self.socs = self.blocks = self.walked = 0
+        self.soc_addr = np.zeros((64, 32), np.uint8)  # grown as SOCs come
+        self.rows = self.socs = self.walked = 0
+
+    _COLUMNS = ("head_kind", "head_pos", "head_size", "tail_pos", "tail_size", "soc_slot", "ordinal", "prefix", "verdict")
+
+    def room_for(self, n: int) -> None:
+        """Grow the columns so that ``n`` more rows (and SOCs) fit: a region denser than the histogram said."""
+        if self.rows + n > self.head_kind.shape[0]:
+            cap = max(2 * self.head_kind.shape[0], self.rows + n)
+            for name in self._COLUMNS:
+                old = getattr(self, name)
+                grown = np.zeros(cap, old.dtype)
+                grown[: self.rows] = old[: self.rows]
+                setattr(self, name, grown)
+        if self.socs + n > self.soc_addr.shape[0]:
+            grown_socs = np.zeros((max(2 * self.soc_addr.shape[0], self.socs + n), 32), np.uint8)
+            grown_socs[: self.socs] = self.soc_addr[: self.socs]
+            self.soc_addr = grown_socs
 
 
 class _Kept:
@@ -395,30 +433,43 @@ def scan_file_order(
     t_start = time.perf_counter()
     cands = CandidateSet(k, after)
     kept = _Kept(k, after)
-    walk = _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
-    offer = _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
-    seg = _Segment(min(SEGMENT_ROWS, walk.total_entries) + block + slack)
+
+    def new_walk() -> _Walk:
+        return _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
+
+    first = new_walk()
+    psize = first.psize
+    seg = _Segment(min(SEGMENT_ROWS, first.total_entries) + block + slack)
+    histogram = np.zeros(HISTOGRAM, np.int64)
+    bucket_pages = max(1, -(-(first.last_pg + 1) // HISTOGRAM))
     view = ReadOnlyMap(fd)
     dfd, _direct = open_direct(data_file, os.O_RDONLY)
     readers = ThreadPoolExecutor(READERS, thread_name_prefix="sample-file-order")
-    stats: dict[str, float] = {"chunk_loads": 0, "chunk_load_failed": 0, "file_order_rows": 0}
+    stats: dict[str, float] = {"chunk_loads": 0, "chunk_load_failed": 0, "file_order_rows": 0, "file_order_regions": 0}
     taddr_s = load_s = 0.0
     try:
-        while not walk.done:
-            _walk_segment(walk, seg)
+        # The first walk keeps every row while they fit, and counts them all by page either way.
+        whole = _walk_region(first, seg, 0, _NO_PAGE, SEGMENT_ROWS, histogram, bucket_pages)
+        progress = _Progress(int(first.counts[col.C_TOTAL]), int(histogram.sum()), report)
+        regions = [(0, _NO_PAGE)] if whole else _regions(histogram, bucket_pages, SEGMENT_ROWS)
+        for lo, hi in regions:
+            if not whole:
+                _walk_region(new_walk(), seg, lo, hi, None, np.zeros(1, np.int64), _NO_PAGE)
             t = time.perf_counter()
-            hashed_s = _hash_segment(seg, walk.psize, view, fd, dfd, readers, anchor, kept, report)
+            hashed_s = _hash_segment(seg, psize, view, fd, dfd, readers, anchor, kept, progress)
             load_s += time.perf_counter() - t - hashed_s
             taddr_s += hashed_s
-            _offer_segment(offer, seg, kept, cands, stats)
+            _offer_segment(new_walk(), seg, kept, cands, stats)
             stats["file_order_rows"] += seg.rows
+            stats["file_order_regions"] += 1
+        progress.finish()
     except DirectReadError as exc:
         raise DirectReadError(f"{data_file}: {exc}") from None
     finally:
         readers.shutdown(wait=True)  # no read may still be writing into a buffer
         os.close(dfd)
         view.close()
-    counts = walk.counts
+    counts = first.counts
     elapsed = time.perf_counter() - t_start
     stats.update({
         "total_iterated": int(counts[col.C_TOTAL]),
@@ -433,24 +484,75 @@ def scan_file_order(
     return cands, stats
 
 
-def _walk_segment(walk: _Walk, seg: _Segment) -> None:
-    """Pass 1: walk blocks until the segment holds ``SEGMENT_ROWS`` rows or the range is done."""
-    seg.rows = seg.socs = seg.blocks = seg.walked = 0
-    while seg.rows < SEGMENT_ROWS and walk.next_block(locate=True):
+_NO_PAGE = 1 << 62  # above any page
+
+
+class _Progress:
+    """Reports the walked entries as the rows are hashed, whatever region they are in."""
+
+    def __init__(self, walked: int, rows: int, report: Callable[[int], None] | None) -> None:
+        self.walked, self.rows, self.report = walked, rows, report
+        self.hashed = self.reported = 0
+
+    def rows_hashed(self, n: int) -> None:
+        self.hashed += n
+        if self.report is not None and self.rows:
+            due = self.walked * min(self.hashed, self.rows) // self.rows
+            if due > self.reported:
+                self.report(due - self.reported)
+                self.reported = due
+
+    def finish(self) -> None:
+        if self.report is not None and self.walked > self.reported:
+            self.report(self.walked - self.reported)
+            self.reported = self.walked
+
+
+def _regions(histogram: np.ndarray, bucket_pages: int, rows: int) -> list[tuple[int, int]]:
+    """Cut the file into page ranges of at most about ``rows`` rows each (whole buckets of the histogram)."""
+    out = []
+    lo = 0
+    held = 0
+    for b, count in enumerate(histogram.tolist()):
+        if held and held + count > rows:
+            out.append((lo, b * bucket_pages))
+            lo, held = b * bucket_pages, 0
+        held += count
+    out.append((lo, _NO_PAGE))
+    return out
+
+
+def _walk_region(walk: _Walk, seg: _Segment, lo_page: int, hi_page: int, cap: int | None, histogram: np.ndarray,
+                 bucket_pages: int) -> bool:  # fmt: skip
+    """Pass 1: walk the whole range, keeping the rows whose heads lie in pages ``lo_page..hi_page``.
+
+    With a ``cap``, rows are kept only while the segment holds at most that
+    many; returns False if some were left out then (the walk still counts
+    every row in ``histogram``).
+    """
+    seg.rows = seg.socs = seg.walked = 0
+    keep = True
+    ordinal = 0
+    while walk.next_block(locate=True):
         n = walk.rows
-        seg.blocks += 1
         seg.walked += walk.walked
-        if seg.socs + n > seg.soc_addr.shape[0]:
-            grown = np.zeros((max(2 * seg.soc_addr.shape[0], seg.socs + n), 32), np.uint8)
-            grown[: seg.socs] = seg.soc_addr[: seg.socs]
-            seg.soc_addr = grown
-        seg.socs = keep_rows(walk.where, walk.row_type, walk.row_addr, n, seg.rows, seg.socs, seg.head_kind,
-                             seg.head_pos, seg.head_size, seg.tail_pos, seg.tail_size, seg.soc_slot, seg.soc_addr)  # fmt: skip
-        seg.rows += n
+        if keep and cap is not None and seg.rows + n > cap:
+            keep = False
+        if keep:
+            seg.room_for(n)
+        seg.rows, seg.socs = keep_rows(
+            walk.where, walk.row_type, walk.row_addr, n, ordinal, walk.psize, lo_page, hi_page, keep, seg.rows,
+            seg.socs, histogram, bucket_pages, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos,
+            seg.tail_size, seg.soc_slot, seg.soc_addr, seg.ordinal,
+        )  # fmt: skip
+        ordinal += n
+    if ordinal >= 1 << 32:
+        raise DirectReadError("more rows in one walk than a region can number")
+    return keep
 
 
 def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: int, readers: ThreadPoolExecutor,
-                  anchor: bytes, kept: _Kept, report: Callable[[int], None] | None) -> float:  # fmt: skip
+                  anchor: bytes, kept: _Kept, progress: _Progress) -> float:  # fmt: skip
     """Pass 2: hash the segment's rows in the order of their heads in the file; returns the seconds hashing.
 
     ``dfd`` reads around the page cache where the file system allows it, ``fd`` through it.
@@ -467,7 +569,7 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
     pending: deque[tuple[int, int, np.ndarray, int, np.ndarray, Future[int]]] = deque()
     mapped = view.array
     hashing_s = 0.0
-    planned = done = reported = unreleased = 0
+    planned = unreleased = 0
     failed_direct = False
 
     def plan() -> None:
@@ -509,14 +611,9 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
                 seg.prefix[hashed[:g]] = prefixes
                 kept.offer(hashed[:g], prefixes, out[:g])
             free.append(stage)
-            done += rows
             if planned < n:
                 plan()
-            if report is not None and n:
-                due = seg.walked * done // n  # the walked entries, reported as their rows are hashed
-                if due > reported:
-                    report(due - reported)
-                    reported = due
+            progress.rows_hashed(rows)
             unreleased += rows
             if unreleased >= RELEASE_ROWS:
                 view.release()  # the index pages mapped leave this process's resident set (not the page cache)
@@ -528,36 +625,42 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
         for *_, reading in pending:
             if not reading.cancelled():
                 reading.result()
-    if report is not None and seg.walked > reported:
-        report(seg.walked - reported)
     return hashing_s
 
 
 def _offer_segment(offer: _Walk, seg: _Segment, kept: _Kept, cands: CandidateSet, stats: dict[str, float]) -> None:
-    """Pass 3: walk the segment's blocks again and offer them, as the direct scan offers a hashed block."""
-    rows, taddrs = kept.sorted()
-    out = np.zeros((offer.row_addr.shape[0], 32), np.uint8)
+    """Pass 3: walk the blocks again and offer the region's rows, as the direct scan offers a hashed block."""
+    kept_rows, kept_taddrs = kept.sorted()
+    cap = offer.row_addr.shape[0]
+    out = np.zeros((cap, 32), np.uint8)
+    verdict = np.zeros(cap, np.int8)
+    ours = np.zeros(cap, bool)
+    ordinals = seg.ordinal[: seg.rows]
     base = 0
-    for _ in range(seg.blocks):
-        offer.next_block(locate=False)
+    offered = 0
+    while offer.next_block(locate=False):
         n, m = offer.rows, offer.entries
-        if base + n > seg.rows:
-            raise DirectReadError("the stamp index changed between two walks of one snapshot")
-        if n:
-            verdict = seg.verdict[base : base + n]
-            good = verdict == 1
-            out[:n, :8] = seg.prefix[base : base + n].astype(">u8").view(np.uint8).reshape(n, 8)
-            out[:n, 8:] = 0xFF
-            lo, hi = np.searchsorted(rows, [base, base + n])
-            out[rows[lo:hi] - base] = taddrs[lo:hi]
+        lo, hi = (int(x) for x in np.searchsorted(ordinals, [base, base + n]))
+        if hi > lo:
+            at = ordinals[lo:hi].astype(np.int64) - base  # the region's rows' places in the block
+            ours[:n] = False
+            ours[at] = True
+            verdict[:n] = 0
+            verdict[at] = seg.verdict[lo:hi]
+            good = verdict[:n] == 1
+            out[at, :8] = seg.prefix[lo:hi].astype(">u8").view(np.uint8).reshape(-1, 8)
+            out[at, 8:] = 0xFF
+            klo, khi = np.searchsorted(kept_rows, [lo, hi])
+            out[ordinals[kept_rows[klo:khi]].astype(np.int64) - base] = kept_taddrs[klo:khi]
             per_row = np.bincount(offer.ent_row[:m], minlength=n)[:n]
-            stats["chunk_loads"] += int(np.count_nonzero(good)) + int(per_row[~good & (verdict != 0)].sum())
-            stats["chunk_load_failed"] += int(per_row[~good].sum())
+            stats["chunk_loads"] += int(np.count_nonzero(good)) + int(per_row[ours[:n] & ~good & (verdict[:n] != 0)].sum())
+            stats["chunk_load_failed"] += int(per_row[ours[:n] & ~good].sum())
             keep = good[offer.ent_row[:m]]
             cands.offer_block(out[:n], offer.ent_row[:m][keep], offer.ent_batch[:m][keep], offer.row_addr[:n],
                               offer.row_type[:n])  # fmt: skip
+            offered += hi - lo
         base += n
-    if base != seg.rows:
+    if offered != seg.rows:
         raise DirectReadError("the stamp index changed between two walks of one snapshot")
 
 
@@ -566,8 +669,9 @@ def warm_up() -> None:
     seg = _Segment(1)
     where = np.zeros((1, 6), np.int64)
     row = np.zeros((1, 32), np.uint8)
-    keep_rows(where, np.zeros(1, np.uint8), row, 0, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos,
-              seg.tail_size, seg.soc_slot, seg.soc_addr)  # fmt: skip
+    keep_rows(where, np.zeros(1, np.uint8), row, 0, 0, 4096, 0, 1, True, 0, 0, np.zeros(1, np.int64), 1,
+              seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos, seg.tail_size, seg.soc_slot, seg.soc_addr,
+              seg.ordinal)  # fmt: skip
     order = np.zeros(1, np.int32)
     spans = np.zeros((1, 3), np.int64)
     plan_reads(order, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, 4096, 1, 1, spans)

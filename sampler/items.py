@@ -73,6 +73,7 @@ class SampleStats:
     direct_io_rows: int = 0  # chunks phase 1 read around the page cache (cold runs of pages, O_DIRECT)
     mapped_rows: int = 0  # chunks phase 1 hashed where they lie in the page cache (runs of pages, mapped)
     file_order_rows: int = 0  # chunks phase 1 hashed in file order (cold shards whose chunks lie scattered)
+    file_order_regions: int = 0  # regions of the files those were read in (one a shard, unless it is large)
     stamp_validations: int = 0
     invalid_stamps: int = 0
     chunk_loads: int = 0

@@ -196,8 +196,9 @@ def test_file_order_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, d
                                          stages) -> None:  # fmt: skip
     """Chunks hashed in the order of their pages in the file, a segment of rows at a time: the rule's sample.
 
-    Small segments walk the index and offer its blocks many times; small
-    read buffers and batches cut the file-order reads anywhere.
+    Small segments cut the file into regions, each walking the index and
+    offering its blocks again; small read buffers and batches cut the
+    file-order reads anywhere.
     """
     w, _ = world
     rng = random.Random(seed)
@@ -218,6 +219,8 @@ def test_file_order_scan_equals_row_scan(world, monkeypatch, seed, anchor_len, d
             assert direct.stats.get("file_order_rows", 0) == 0
         elif rows.stats["chunk_loads"]:
             assert direct.stats["file_order_rows"] > 0
+            if direct.stats["file_order_rows"] > segment_rows:  # cut into regions of the file, each walked anew
+                assert direct.stats["file_order_regions"] > 1
         if rescan and rows.candidates:
             last = rows.candidates[len(rows.candidates) // 2]
             again = _task(w, shard, anchor, depth, w.base_time + consensus_offset, min_balance, 4 * k,
