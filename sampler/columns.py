@@ -30,18 +30,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from chunkstore.store.layout import HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
+from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS, HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
 from chunkstore.store.mapped import ReadOnlyMap
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 from chunkstore.swarm.libc import sys_memcpy
 from chunkstore.swarm.rawmem import peek_be64, peek_u8, peek_u16, peek_u64
 
+from . import lmdbfile
+from .blocks import TAIL_ROOM, BlockColumns
 from .lmdbfile import (
     E_NODE,
     E_PAGE,
     E_READ,
     END,
+    ERRORS,
     I_DEPTH,
     I_LEAF,
     I_PSIZE,
@@ -50,6 +53,8 @@ from .lmdbfile import (
     PAGEHDRSZ,
     POSIX_FADV_WILLNEED,
     RWF_NOWAIT,
+    Cursor,
+    DirectReadError,
     _cmp,
     _cmp_at,
     _entry,
@@ -74,7 +79,6 @@ MAX_GAP = 16  # pages between two rows' heads that a direct read takes in (and d
 STAGE_PAGES = 256  # pages per read around the page cache (1 MiB: as fast here as 4 MiB reads)
 MISSING, INLINE, OVERFLOW, COPIED = 0, 1, 2, 3  # COPIED: an inline tail already copied out of its leaf
 FORWARD_STEPS = 4  # entries a lookup steps over before it searches instead (rows come in key order)
-TAIL_ROOM = 256  # bytes of a row's tail kept with the block (a full chunk's tail is 24, a SOC's up to 121)
 
 # counts[] slots
 C_TOTAL, C_BELOW, C_ROGUE, C_NEW, C_DISTINCT = range(5)  # C_DISTINCT: chunks walked (addresses)
@@ -419,6 +423,17 @@ def read_direct(fd: int, where: np.ndarray, n: int, psize: int, buf: np.ndarray,
     return OK
 
 
+@_jit(inline="always")
+def row_status(kind: int, size: int, tail_size: int, room: int) -> int:
+    """What becomes of a located row before it is read: 0 its chunk is missing, -1 its data is longer than a row's
+    ``room`` (a failed load), 1 it is read."""
+    if kind == MISSING:
+        return 0
+    if size + tail_size > room:
+        return -1
+    return 1
+
+
 @_jit
 def place_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int, buf: np.ndarray,
                mapped: np.ndarray, mappable: np.ndarray, lengths: np.ndarray, status: np.ndarray, placed: np.ndarray,
@@ -448,11 +463,8 @@ def place_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int
     for i in range(n):
         kind, pos, size = where[i, 0], where[i, 1], where[i, 2]
         tkind, tpos, tsize = where[i, 3], where[i, 4], where[i, 5]
-        if kind == MISSING:
-            status[i] = 0
-            continue
-        if size + tsize > room:
-            status[i] = -1
+        status[i] = row_status(kind, size, tsize, room)
+        if status[i] != 1:
             continue
         row = base + i * stride
         in_map = mappable[i] and not placed[i] and pos + size <= mapped_len
@@ -496,8 +508,73 @@ def place_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int
                 else:
                     head_len[i] += tsize
         lengths[i] = DATA_AT + size + tsize
-        status[i] = 1
     return OK
+
+
+class IndexWalk:
+    """One walk of a shard's key range, block by block: the stamp index (:func:`scan_entries`) with its filters,
+    and each row's chunk located (:func:`locate_rows`), all under the caller's read transaction ``txn_id``.
+
+    Raises ``DirectReadError`` when the file is not what the reader expects.
+    """
+
+    def __init__(self, fd: int, txn_id: int, key_range: tuple[bytes, bytes | None], excluded: frozenset[bytes],
+                 consensus_time: int) -> None:  # fmt: skip
+        roots = lmdbfile.open_trees(fd, txn_id, (DB_STAMPS, DB_CHUNKS, DB_TAILS))
+        self.psize, self.last_pg = roots.psize, roots.last_pg
+        self.total_entries = roots.trees[DB_STAMPS].entries  # the shard's, in the range or not
+        self.stamps = Cursor.open(fd, self.psize, roots.trees[DB_STAMPS], self.last_pg)
+        self.chunks = Cursor.open(fd, self.psize, roots.trees[DB_CHUNKS], self.last_pg)
+        self.tails = Cursor.open(fd, self.psize, roots.trees[DB_TAILS], self.last_pg)
+        self.lo = np.frombuffer(key_range[0].ljust(ADDRESS, b"\0")[:ADDRESS], np.uint8).copy()
+        self.has_hi = key_range[1] is not None
+        self.hi = np.frombuffer((key_range[1] or b"").ljust(ADDRESS, b"\0")[:ADDRESS], np.uint8).copy()
+        self.excluded = np.array(sorted(excluded), dtype="S32").view(np.uint8).reshape(-1, ADDRESS).copy()
+        self.consensus = np.uint64(min(max(consensus_time, 0), (1 << 64) - 1))
+        self.state = np.zeros(2, np.int64)
+        self.counts = np.zeros(5, np.int64)
+        self.walked_last = np.zeros(ADDRESS + 1, np.uint8)
+
+    @property
+    def done(self) -> bool:
+        """The whole range has been walked."""
+        return bool(self.state[1])
+
+    def scan(self, blk: BlockColumns, max_entries: int) -> None:
+        """Fill ``blk``'s rows and entries with the next block (at least ``max_entries`` walked, or the rest)."""
+        s = self.stamps
+        before = int(self.counts[C_TOTAL])
+        rows, entries, rc = scan_entries(
+            s.pages, s.pg, s.ix, s.nk, s.info, self.state, self.lo, self.hi, self.has_hi, self.excluded,
+            self.consensus, max_entries, blk.row_addr, blk.row_type, blk.ent_row, blk.ent_batch, self.counts,
+            self.walked_last,
+        )  # fmt: skip
+        if rc < 0:
+            raise DirectReadError(f"stamp index: {ERRORS.get(rc, rc)}")
+        blk.rows, blk.entries, blk.walked = rows, entries, int(self.counts[C_TOTAL]) - before
+
+    def locate(self, blk: BlockColumns) -> None:
+        """Fill ``blk.where`` (and the tails copied out of the index) for its rows."""
+        c, t = self.chunks, self.tails
+        rc = locate_rows(c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, blk.row_addr, blk.rows,
+                         blk.where, blk.tails)  # fmt: skip
+        if rc < 0:
+            raise DirectReadError(f"chunk index: {ERRORS.get(rc, rc)}")
+
+    def counters(self) -> dict[str, float]:
+        """What the walk counted, by the sample's names for it."""
+        return counters(self.counts)
+
+
+def counters(counts: np.ndarray) -> dict[str, float]:
+    """The walk's ``counts`` slots by the sample's names for them."""
+    return {
+        "total_iterated": int(counts[C_TOTAL]),
+        "below_balance_ignored": int(counts[C_BELOW]),
+        "rogue_chunks": int(counts[C_ROGUE]),
+        "new_ignored": int(counts[C_NEW]),
+        "distinct_chunks": int(counts[C_DISTINCT]),
+    }
 
 
 def warm_up() -> None:

@@ -55,7 +55,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS
 from chunkstore.store.mapped import ReadOnlyMap
 from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.bmt.numba_kernels import _jit
@@ -65,8 +64,9 @@ from chunkstore.swarm.libc import sys_memcpy
 from chunkstore.swarm.rawmem import peek_u16, peek_u64
 
 from . import columns as col
+from .blocks import BlockColumns
 from .candidates import CandidateSet, Key
-from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, Cursor, DirectReadError, open_trees, sys_pread
+from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, DirectReadError, sys_pread
 
 log = logging.getLogger(__name__)
 
@@ -207,11 +207,8 @@ def place_heads(order: np.ndarray, start: int, rows: int, head_kind: np.ndarray,
         r = order[start + j]
         kind, pos, size = head_kind[r], head_pos[r], head_size[r]
         tsize = tail_size[r]
-        if kind == col.MISSING:
-            verdict[r] = 0
-            continue
-        if size + tsize > room:
-            verdict[r] = -1
+        verdict[r] = col.row_status(kind, size, tsize, room)
+        if verdict[r] != 1:
             continue
         if kind == col.OVERFLOW:
             pgno = (pos - PAGEHDRSZ) // psize
@@ -234,7 +231,6 @@ def place_heads(order: np.ndarray, start: int, rows: int, head_kind: np.ndarray,
         if data < _CAC_MIN or data > _CAC_MAX or size - skip < _CAC_MIN:
             verdict[r] = -1
             continue
-        verdict[r] = 1
         hashed[g] = r
         head_at[g], head_len[g] = at + skip, size - skip
         tail_at[g], tail_len[g] = (mapped_at + tail_pos[r], tsize) if tsize else (at + skip, 0)
@@ -249,61 +245,12 @@ def place_heads(order: np.ndarray, start: int, rows: int, head_kind: np.ndarray,
 # ------------------------------------------------------------------ the passes
 
 
-class _Walk:
-    """One walk of the shard's key range in blocks: the stamp index, and the chunks where ``locate``."""
-
-    def __init__(self, fd: int, txn_id: int, key_range: tuple[bytes, bytes | None], excluded: frozenset[bytes],
-                 consensus_time: int, block: int, slack: int) -> None:  # fmt: skip
-        roots = open_trees(fd, txn_id, (DB_STAMPS, DB_CHUNKS, DB_TAILS))
-        self.psize, last = roots.psize, roots.last_pg
-        self.last_pg = last
-        self.total_entries = roots.trees[DB_STAMPS].entries  # the shard's, in range or not: at most its rows
-        self.stamps = Cursor.open(fd, self.psize, roots.trees[DB_STAMPS], last)
-        self.chunks = Cursor.open(fd, self.psize, roots.trees[DB_CHUNKS], last)
-        self.tails = Cursor.open(fd, self.psize, roots.trees[DB_TAILS], last)
-        self.lo = np.frombuffer(key_range[0].ljust(32, b"\0")[:32], np.uint8).copy()
-        self.has_hi = key_range[1] is not None
-        self.hi = np.frombuffer((key_range[1] or b"").ljust(32, b"\0")[:32], np.uint8).copy()
-        self.excluded = np.array(sorted(excluded), dtype="S32").view(np.uint8).reshape(-1, 32).copy()
-        self.consensus = np.uint64(min(max(consensus_time, 0), (1 << 64) - 1))
-        self.state = np.zeros(2, np.int64)
-        self.counts = np.zeros(5, np.int64)
-        self.walked_last = np.zeros(33, np.uint8)
-        self.block = block
-        cap = block + slack
-        self.row_addr = np.zeros((cap, 32), np.uint8)
-        self.row_type = np.zeros(cap, np.uint8)
-        self.ent_row = np.zeros(cap, np.int64)
-        self.ent_batch = np.zeros((cap, 32), np.uint8)
-        self.where = np.zeros((cap, 6), np.int64)
-        self.tails_copied = np.zeros((cap, col.TAIL_ROOM), np.uint8)
-        self.rows = self.entries = self.walked = 0
-
-    @property
-    def done(self) -> bool:
-        return bool(self.state[1])
-
-    def next_block(self, locate: bool) -> bool:
-        """Walk one block; False once the range is done and nothing was walked."""
-        s = self.stamps
-        before = int(self.counts[col.C_TOTAL])
-        nrows, nents, rc = col.scan_entries(
-            s.pages, s.pg, s.ix, s.nk, s.info, self.state, self.lo, self.hi, self.has_hi, self.excluded,
-            self.consensus, self.block, self.row_addr, self.row_type, self.ent_row, self.ent_batch, self.counts,
-            self.walked_last,
-        )  # fmt: skip
-        if rc < 0:
-            raise DirectReadError(f"stamp index: {ERRORS.get(rc, rc)}")
-        self.rows, self.entries, self.walked = nrows, nents, int(self.counts[col.C_TOTAL]) - before
-        if locate and nrows:
-            c, t = self.chunks, self.tails
-            rc = col.locate_rows(
-                c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, self.row_addr, nrows,
-                self.where, self.tails_copied,
-            )  # fmt: skip
-            if rc < 0:
-                raise DirectReadError(f"chunk index: {ERRORS.get(rc, rc)}")
-        return bool(nrows or self.walked or not self.done)
+def _next_block(walk: col.IndexWalk, blk: BlockColumns, block: int, locate: bool) -> bool:
+    """Walk one block (located if ``locate``); False once the range is done and nothing was walked."""
+    walk.scan(blk, block)
+    if locate and blk.rows:
+        walk.locate(blk)
+    return bool(blk.rows or blk.walked or not walk.done)
 
 
 def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None], excluded: frozenset[bytes],
@@ -319,12 +266,13 @@ def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None]
     """
     if FILE_ORDER != "auto":
         return FILE_ORDER == "always"
-    walk = _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
-    walk.next_block(locate=True)
-    n = walk.rows
-    if n < MIN_ROWS or col.cached(fd, walk.where, n, probes):
+    walk = col.IndexWalk(fd, txn_id, key_range, excluded, consensus_time)
+    blk = BlockColumns(block + slack)
+    _next_block(walk, blk, block, locate=True)
+    n = blk.rows
+    if n < MIN_ROWS or col.cached(fd, blk.where, n, probes):
         return False
-    runs = col.plan_direct(walk.where, n, walk.psize, direct_run, np.zeros(n, np.uint8))
+    runs = col.plan_direct(blk.where, n, walk.psize, direct_run, np.zeros(n, np.uint8))
     return bool(runs < direct_share * n)
 
 
@@ -434,12 +382,13 @@ def scan_file_order(
     cands = CandidateSet(k, after)
     kept = _Kept(k, after)
 
-    def new_walk() -> _Walk:
-        return _Walk(fd, txn_id, key_range, excluded, consensus_time, block, slack)
+    def new_walk() -> col.IndexWalk:
+        return col.IndexWalk(fd, txn_id, key_range, excluded, consensus_time)
 
     first = new_walk()
     psize = first.psize
     seg = _Segment(min(SEGMENT_ROWS, first.total_entries) + block + slack)
+    blk = BlockColumns(block + slack)
     histogram = np.zeros(HISTOGRAM, np.int64)
     bucket_pages = max(1, -(-(first.last_pg + 1) // HISTOGRAM))
     view = ReadOnlyMap(fd)
@@ -449,17 +398,17 @@ def scan_file_order(
     taddr_s = load_s = 0.0
     try:
         # The first walk keeps every row while they fit, and counts them all by page either way.
-        whole = _walk_region(first, seg, 0, _NO_PAGE, SEGMENT_ROWS, histogram, bucket_pages)
+        whole = _walk_region(first, blk, block, seg, 0, _NO_PAGE, SEGMENT_ROWS, histogram, bucket_pages)
         progress = _Progress(int(first.counts[col.C_TOTAL]), int(histogram.sum()), report)
         regions = [(0, _NO_PAGE)] if whole else _regions(histogram, bucket_pages, SEGMENT_ROWS)
         for lo, hi in regions:
             if not whole:
-                _walk_region(new_walk(), seg, lo, hi, None, np.zeros(1, np.int64), _NO_PAGE)
+                _walk_region(new_walk(), blk, block, seg, lo, hi, None, np.zeros(1, np.int64), _NO_PAGE)
             t = time.perf_counter()
             hashed_s = _hash_segment(seg, psize, view, fd, dfd, readers, anchor, kept, progress)
             load_s += time.perf_counter() - t - hashed_s
             taddr_s += hashed_s
-            _offer_segment(new_walk(), seg, kept, cands, stats)
+            _offer_segment(new_walk(), blk, block, seg, kept, cands, stats)
             stats["file_order_rows"] += seg.rows
             stats["file_order_regions"] += 1
         progress.finish()
@@ -469,14 +418,9 @@ def scan_file_order(
         readers.shutdown(wait=True)  # no read may still be writing into a buffer
         os.close(dfd)
         view.close()
-    counts = first.counts
     elapsed = time.perf_counter() - t_start
     stats.update({
-        "total_iterated": int(counts[col.C_TOTAL]),
-        "below_balance_ignored": int(counts[col.C_BELOW]),
-        "rogue_chunks": int(counts[col.C_ROGUE]),
-        "new_ignored": int(counts[col.C_NEW]),
-        "distinct_chunks": int(counts[col.C_DISTINCT]),
+        **first.counters(),
         "taddr_duration": taddr_s,
         "chunk_load_duration": load_s,
         "iteration_duration": max(0.0, elapsed - taddr_s - load_s),
@@ -522,8 +466,8 @@ def _regions(histogram: np.ndarray, bucket_pages: int, rows: int) -> list[tuple[
     return out
 
 
-def _walk_region(walk: _Walk, seg: _Segment, lo_page: int, hi_page: int, cap: int | None, histogram: np.ndarray,
-                 bucket_pages: int) -> bool:  # fmt: skip
+def _walk_region(walk: col.IndexWalk, blk: BlockColumns, block: int, seg: _Segment, lo_page: int, hi_page: int,
+                 cap: int | None, histogram: np.ndarray, bucket_pages: int) -> bool:  # fmt: skip
     """Pass 1: walk the whole range, keeping the rows whose heads lie in pages ``lo_page..hi_page``.
 
     With a ``cap``, rows are kept only while the segment holds at most that
@@ -533,15 +477,15 @@ def _walk_region(walk: _Walk, seg: _Segment, lo_page: int, hi_page: int, cap: in
     seg.rows = seg.socs = seg.walked = 0
     keep = True
     ordinal = 0
-    while walk.next_block(locate=True):
-        n = walk.rows
-        seg.walked += walk.walked
+    while _next_block(walk, blk, block, locate=True):
+        n = blk.rows
+        seg.walked += blk.walked
         if keep and cap is not None and seg.rows + n > cap:
             keep = False
         if keep:
             seg.room_for(n)
         seg.rows, seg.socs = keep_rows(
-            walk.where, walk.row_type, walk.row_addr, n, ordinal, walk.psize, lo_page, hi_page, keep, seg.rows,
+            blk.where, blk.row_type, blk.row_addr, n, ordinal, walk.psize, lo_page, hi_page, keep, seg.rows,
             seg.socs, histogram, bucket_pages, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos,
             seg.tail_size, seg.soc_slot, seg.soc_addr, seg.ordinal,
         )  # fmt: skip
@@ -628,18 +572,19 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
     return hashing_s
 
 
-def _offer_segment(offer: _Walk, seg: _Segment, kept: _Kept, cands: CandidateSet, stats: dict[str, float]) -> None:
+def _offer_segment(walk: col.IndexWalk, blk: BlockColumns, block: int, seg: _Segment, kept: _Kept,
+                   cands: CandidateSet, stats: dict[str, float]) -> None:  # fmt: skip
     """Pass 3: walk the blocks again and offer the region's rows, as the direct scan offers a hashed block."""
     kept_rows, kept_taddrs = kept.sorted()
-    cap = offer.row_addr.shape[0]
+    cap = blk.row_addr.shape[0]
     out = np.zeros((cap, 32), np.uint8)
     verdict = np.zeros(cap, np.int8)
     ours = np.zeros(cap, bool)
     ordinals = seg.ordinal[: seg.rows]
     base = 0
     offered = 0
-    while offer.next_block(locate=False):
-        n, m = offer.rows, offer.entries
+    while _next_block(walk, blk, block, locate=False):
+        n, m = blk.rows, blk.entries
         lo, hi = (int(x) for x in np.searchsorted(ordinals, [base, base + n]))
         if hi > lo:
             at = ordinals[lo:hi].astype(np.int64) - base  # the region's rows' places in the block
@@ -652,12 +597,12 @@ def _offer_segment(offer: _Walk, seg: _Segment, kept: _Kept, cands: CandidateSet
             out[at, 8:] = 0xFF
             klo, khi = np.searchsorted(kept_rows, [lo, hi])
             out[ordinals[kept_rows[klo:khi]].astype(np.int64) - base] = kept_taddrs[klo:khi]
-            per_row = np.bincount(offer.ent_row[:m], minlength=n)[:n]
+            per_row = np.bincount(blk.ent_row[:m], minlength=n)[:n]
             stats["chunk_loads"] += int(np.count_nonzero(good)) + int(per_row[ours[:n] & ~good & (verdict[:n] != 0)].sum())
             stats["chunk_load_failed"] += int(per_row[ours[:n] & ~good].sum())
-            keep = good[offer.ent_row[:m]]
-            cands.offer_block(out[:n], offer.ent_row[:m][keep], offer.ent_batch[:m][keep], offer.row_addr[:n],
-                              offer.row_type[:n])  # fmt: skip
+            keep = good[blk.ent_row[:m]]
+            cands.offer_block(out[:n], blk.ent_row[:m][keep], blk.ent_batch[:m][keep], blk.row_addr[:n],
+                              blk.row_type[:n])  # fmt: skip
             offered += hi - lo
         base += n
     if offered != seg.rows:

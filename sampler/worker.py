@@ -72,7 +72,6 @@ from typing import Any
 import numpy as np
 
 from chunkstore.store.errors import BufferTooSmall, ChunkNotFound
-from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS
 from chunkstore.store.mapped import ReadOnlyMap
 from chunkstore.store.shard import ShardReader, ShardSnapshot
 from chunkstore.swarm.bmt import ROW_STRIDE
@@ -80,6 +79,7 @@ from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
 from chunkstore.swarm.directio import aligned_buffer, open_direct
 
+from .blocks import BlockColumns
 from .candidates import Candidate, CandidateSet, Key
 from .errors import SamplerWorkerError
 from .scope import SampleScope
@@ -90,7 +90,6 @@ ROWS = 256  # rows per kernel call of the row scan: amortises its argument check
 BLOCK = 1024  # entries walked per block of the direct scan (rows hashed per kernel call)
 BLOCK_SLACK = 256  # further entries of the block's last chunk, kept in the block
 LOOKAHEAD = 8  # blocks located and requested from the disk ahead of the one being hashed
-TAIL_ROOM = 256  # bytes of each row's tail the look-ahead copies out of the index (sampler.columns)
 STRIDE = ROW_STRIDE  # room for a full SOC
 DIRECT_RUN = 8  # rows whose head pages follow each other (a few pages apart at most) that make a run worth reading
 DIRECT_SHARE = 0.5  # share of a cold block's rows in such runs for the block to be read around the page cache
@@ -243,24 +242,16 @@ def _finish(task: ShardTask, cands: CandidateSet, stats: dict[str, float]) -> Sh
     )
 
 
-class _Block:
-    """The columns of one block: rows (chunk, type), entries (row, batch id), where each row's data is."""
+class _Block(BlockColumns):
+    """A block's columns, and how the look-ahead has the scan read its rows."""
 
     def __init__(self) -> None:
         cap = BLOCK + BLOCK_SLACK
-        self.row_addr = np.zeros((cap, 32), np.uint8)
-        self.row_type = np.zeros(cap, np.uint8)
-        self.ent_row = np.zeros(cap, np.int64)
-        self.ent_batch = np.zeros((cap, 32), np.uint8)
-        self.where = np.zeros((cap, 6), np.int64)
-        self.tails = np.zeros((cap, TAIL_ROOM), np.uint8)
+        super().__init__(cap)
         self.placed = np.zeros(cap, np.uint8)  # rows whose head page a read around the page cache fills
         self.in_runs = np.zeros(cap, np.uint8)  # rows whose head pages follow each other: hashed in place (mapped)
         self.direct: _DirectSlot | None = None  # the rows, when they are read around the page cache
         self.reading: Future[int] | None = None  # that read, until the scan has waited for it
-        self.rows = 0
-        self.entries = 0
-        self.walked = 0  # index entries walked for this block (progress)
 
 
 class _Lookahead:
@@ -275,24 +266,12 @@ class _Lookahead:
 
     def __init__(self, fd: int, data_file: str, txn_id: int, task: ShardTask, key_range: tuple[bytes, bytes | None]) -> None:
         from . import columns
-        from .lmdbfile import Cursor, open_trees
 
         self.col = columns
         self.fd = fd
         self.data_file = data_file
-        roots = open_trees(fd, txn_id, (DB_STAMPS, DB_CHUNKS, DB_TAILS))
-        self.psize, last = roots.psize, roots.last_pg
-        self.stamps = Cursor.open(fd, self.psize, roots.trees[DB_STAMPS], last)
-        self.chunks = Cursor.open(fd, self.psize, roots.trees[DB_CHUNKS], last)
-        self.tails = Cursor.open(fd, self.psize, roots.trees[DB_TAILS], last)
-        self.lo = np.frombuffer(key_range[0].ljust(32, b"\0")[:32], np.uint8).copy()
-        self.has_hi = key_range[1] is not None
-        self.hi = np.frombuffer((key_range[1] or b"").ljust(32, b"\0")[:32], np.uint8).copy()
-        self.excluded = np.array(sorted(task.excluded), dtype="S32").view(np.uint8).reshape(-1, 32).copy()
-        self.consensus = np.uint64(min(max(task.consensus_time, 0), (1 << 64) - 1))
-        self.state = np.zeros(2, np.int64)
-        self.counts = np.zeros(5, np.int64)
-        self.walked_last = np.zeros(33, np.uint8)
+        self.walk = columns.IndexWalk(fd, txn_id, key_range, task.excluded, task.consensus_time)
+        self.psize = self.walk.psize
         self.free: queue.SimpleQueue[_Block | None] = queue.SimpleQueue()  # None: stop
         for _ in range(LOOKAHEAD + 1):
             self.free.put(_Block())
@@ -312,34 +291,18 @@ class _Lookahead:
         self.thread = threading.Thread(target=self._run, name=f"sample-lookahead-{task.shard}", daemon=True)
         self.thread.start()
 
-    def _fail(self, rc: int, what: str) -> BaseException:
-        from .lmdbfile import ERRORS, DirectReadError
-
-        return DirectReadError(f"{self.data_file}: {what}: {ERRORS.get(rc, rc)}")
-
     def _run(self) -> None:
+        from .lmdbfile import DirectReadError
+
         col = self.col
-        s, c, t = self.stamps, self.chunks, self.tails
         try:
             while not self.stop.is_set():
                 blk = self.free.get()
                 if blk is None:
                     break
-                before = int(self.counts[col.C_TOTAL])
-                nrows, nents, rc = col.scan_entries(
-                    s.pages, s.pg, s.ix, s.nk, s.info, self.state, self.lo, self.hi, self.has_hi, self.excluded,
-                    self.consensus, BLOCK, blk.row_addr, blk.row_type, blk.ent_row, blk.ent_batch, self.counts,
-                    self.walked_last,
-                )  # fmt: skip
-                if rc < 0:
-                    raise self._fail(rc, "stamp index")
-                blk.rows, blk.entries, blk.walked = nrows, nents, int(self.counts[col.C_TOTAL]) - before
-                rc = col.locate_rows(
-                    c.pages, c.pg, c.ix, c.nk, c.info, t.pages, t.pg, t.ix, t.nk, t.info, blk.row_addr, nrows, blk.where,
-                    blk.tails,
-                )  # fmt: skip
-                if rc < 0:
-                    raise self._fail(rc, "chunk index")
+                self.walk.scan(blk, BLOCK)
+                self.walk.locate(blk)
+                nrows = blk.rows
                 blk.placed[:nrows] = 0
                 if not col.cached(self.fd, blk.where, nrows, PROBES):
                     if not self._read_direct(blk, nrows):
@@ -350,9 +313,11 @@ class _Lookahead:
                 # pages costs a fault and the mapping of pages nobody reads: it is read with pread.
                 col.plan_direct(blk.where, nrows, self.psize, MAPPED_RUN, blk.in_runs)
                 self.ready.put(blk)
-                if self.state[1]:
+                if self.walk.done:
                     break
             self.ready.put(None)
+        except DirectReadError as exc:
+            self.ready.put(DirectReadError(f"{self.data_file}: {exc}"))
         except BaseException as exc:  # handed to the scanning thread, which raises it
             self.ready.put(exc)
 
@@ -558,7 +523,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
                 if report is not None and blk.walked:
                     report(blk.walked)
                 ahead.hashed(blk)
-            counts = ahead.counts
+            counts = ahead.walk.counts
             direct_rows = ahead.direct_rows
     finally:
         if ahead is not None:
@@ -569,11 +534,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
         os.close(fd)
     elapsed = time.perf_counter() - t_start
     return _finish(task, cands, {
-        "total_iterated": int(counts[col.C_TOTAL]),
-        "below_balance_ignored": int(counts[col.C_BELOW]),
-        "rogue_chunks": int(counts[col.C_ROGUE]),
-        "new_ignored": int(counts[col.C_NEW]),
-        "distinct_chunks": int(counts[col.C_DISTINCT]),
+        **col.counters(counts),
         "chunk_loads": loads,
         "chunk_load_failed": load_failed,
         "direct_io_rows": direct_rows,
