@@ -9,8 +9,10 @@ content (depth 0) with ``sampler.reserve_sample`` and reports
   store's data files dropped from the page cache first with
   ``posix_fadvise(POSIX_FADV_DONTNEED)``, which needs no root), and their
   ratio. The store is written by ``put_many`` in random address order, so
-  its chunk pages lie in random order on disk, as a live node's do: a cold
-  sample is random reads,
+  its chunk pages lie in random order on disk, as a live node's do: read in
+  key order, a cold sample would be random reads; phase 1 reads such a
+  shard in file order instead (``sampler.fileorder``; the chunks it read so
+  are counted),
 * memory of this process and of each phase-1 worker, split honestly: a
   thread polls /proc/<pid>/status of this process and all its descendants
   every ``--poll-ms`` during the timed samples and keeps, per process, the
