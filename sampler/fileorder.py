@@ -70,7 +70,7 @@ from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, DirectR
 
 log = logging.getLogger(__name__)
 
-SEGMENT_ROWS = 1 << 19  # rows walked, sorted and hashed at a time, at most about (ROW_STATE MiB per 2^20 rows)
+SEGMENT_ROWS = 1 << 19  # rows a region of the file holds, about, at most: ROW_STATE MiB per 2^20 rows
 ROW_STATE = 54  # bytes a region keeps per row (see ``_Segment``; 12 of them only while it is sorted), 32 more a SOC
 HISTOGRAM = 4096  # buckets of the file's pages the first walk counts rows in, to cut the file into regions
 STAGE_PAGES = 512  # pages per read buffer (2 MiB): one batch of heads read in file order
@@ -86,6 +86,7 @@ MIN_ROWS = 256  # a first block with fewer rows is not worth a probe: the shard 
 FILE_ORDER = os.environ.get("CHUNKSTORE_SAMPLE_FILE_ORDER", "auto")
 _CAC_MIN, _CAC_MAX = SPAN_SIZE, MAX_CAC_SIZE
 _MAX_PREFIX = np.uint64((1 << 64) - 1)
+_TOO_LONG = 1 << 24  # longer than any row (columns.ROW_BYTES): a head or tail of this size fails its load
 _UNMAPPED = ReadOnlyMap.empty()
 
 
@@ -118,11 +119,11 @@ def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: 
         ordinals[r] = ordinal + i
         head_kind[r] = where[i, 0]
         head_pos[r] = where[i, 1]
-        head_size[r] = where[i, 2]
+        head_size[r] = min(where[i, 2], _TOO_LONG)  # a size of a damaged store must not wrap in an int32
         if where[i, 3] == col.MISSING:
             tail_pos[r], tail_size[r] = 0, 0
         else:
-            tail_pos[r], tail_size[r] = where[i, 4], where[i, 5]
+            tail_pos[r], tail_size[r] = where[i, 4], min(where[i, 5], _TOO_LONG)
         if row_type[i] == col.SOC:
             soc_slot[r] = soc
             for b in range(ADDRESS_SIZE):
@@ -135,13 +136,16 @@ def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: 
 
 @_jit
 def plan_reads(order: np.ndarray, start: int, total: int, head_kind: np.ndarray, head_pos: np.ndarray,
-               head_size: np.ndarray, psize: int, room: int, max_rows: int, spans: np.ndarray) -> tuple[int, int]:  # fmt: skip
+               head_size: np.ndarray, tail_size: np.ndarray, row_room: int, psize: int, room: int, max_rows: int,
+               spans: np.ndarray) -> tuple[int, int]:  # fmt: skip
     """Pass 2: the next rows (in file order, ``order[start:]``) whose heads fit one read buffer of ``room`` pages.
 
     Heads on overflow pages at most ``col.MAX_GAP`` pages apart share a span:
     ``spans[s] = (first page, pages, page in the buffer)``; the pages between
     them come along. Rows without an overflow head (inline, missing) need no
-    span. Returns ``(rows, spans)``.
+    span, nor do rows that will not be read (``columns.row_status``: data
+    longer than ``row_room``), so a read buffer always takes the next head.
+    Returns ``(rows, spans)``.
     """
     rows = 0
     nspans = 0
@@ -149,7 +153,7 @@ def plan_reads(order: np.ndarray, start: int, total: int, head_kind: np.ndarray,
     last = np.int64(-1)
     while start + rows < total and rows < max_rows:
         r = order[start + rows]
-        if head_kind[r] == col.OVERFLOW:
+        if head_kind[r] == col.OVERFLOW and col.row_status(head_kind[r], head_size[r], tail_size[r], row_room) == 1:
             first = (head_pos[r] - PAGEHDRSZ) // psize
             end = (head_pos[r] + head_size[r] + psize - 1) // psize  # one past the head's last page
             if nspans and first <= last + col.MAX_GAP + 1:
@@ -258,8 +262,8 @@ def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None]
                      direct_share: float) -> bool:  # fmt: skip
     """Is the shard cold and its chunks scattered? Judged on its first block, as the direct scan judges blocks.
 
-    Cold: none of ``probes`` of the block's heads is in the page cache
-    (``columns.cached``). Scattered: fewer than ``direct_share`` of its rows
+    Cold: one of ``probes`` heads spread over the block is not in the page
+    cache (``columns.cached``). Scattered: fewer than ``direct_share`` of its rows
     lie in runs of ``direct_run`` heads that follow each other in the file
     (``columns.plan_direct``), which the direct scan reads in large reads
     anyway. ``FILE_ORDER`` forces the answer either way.
@@ -520,8 +524,8 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
         nonlocal planned
         stage = free.pop()
         spans = np.zeros((BATCH, 3), np.int64)
-        rows, nspans = plan_reads(order, planned, n, seg.head_kind, seg.head_pos, seg.head_size, psize,
-                                  STAGE_PAGES, BATCH, spans)  # fmt: skip
+        rows, nspans = plan_reads(order, planned, n, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_size, room,
+                                  psize, STAGE_PAGES, BATCH, spans)  # fmt: skip
         reader = fd if failed_direct else dfd
         reading = readers.submit(read_spans, reader, spans, nspans, psize, stage)
         pending.append((planned, rows, spans, nspans, stage, reading))
@@ -619,7 +623,7 @@ def warm_up() -> None:
               seg.ordinal)  # fmt: skip
     order = np.zeros(1, np.int32)
     spans = np.zeros((1, 3), np.int64)
-    plan_reads(order, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, 4096, 1, 1, spans)
+    plan_reads(order, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_size, 1, 4096, 1, 1, spans)
     stage = np.zeros(4096, np.uint8)
     read_spans(-1, spans, 0, 4096, stage)
     at = np.zeros(1, np.int64)

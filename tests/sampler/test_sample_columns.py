@@ -292,6 +292,36 @@ def test_a_file_order_read_that_fails_falls_back_to_the_row_scan(world, monkeypa
     assert "chunk data: short or failed read" in caplog.text
 
 
+def test_a_head_longer_than_a_read_buffer_is_a_failed_load_not_a_hang(tmp_path, monkeypatch) -> None:
+    """A damaged store whose head value spans more pages than a file-order read buffer holds.
+
+    Before: the read planner found no room for that head in an empty buffer
+    and planned nothing, again and again: the scan never returned.
+    """
+    import threading
+
+    w = build_world(str(tmp_path / "store"), 40, seed=3, shards=1)
+    try:
+        monkeypatch.setattr(fileorder, "FILE_ORDER", "always")
+        monkeypatch.setattr(fileorder, "STAGE_PAGES", 2)
+        victim = sorted(w.chunks)[7]
+        shard = w.store.shard(0)
+        with shard.env.begin(write=True) as txn:  # a head of three pages, where a head is at most one
+            txn.put(victim, bytes(3 * 4096), db=shard.chunks)
+        task = _task(w, 0, b"\x01", 0, w.base_time + 10**15, None, 64, None, b"", 0)
+        done: list = []
+        scan = threading.Thread(target=lambda: done.append(_both(w, task)), daemon=True)
+        scan.start()
+        scan.join(60)
+        assert done, "the file-order scan did not return"
+        rows, direct = done[0]
+        _same(rows, direct)
+        assert direct.stats["file_order_rows"] > 0
+        assert rows.stats["chunk_load_failed"] >= 1
+    finally:
+        w.store.close()
+
+
 @pytest.mark.parametrize("mapped_run", [1, 10**9])
 def test_chunks_in_runs_of_pages_are_hashed_where_they_lie(world, monkeypatch, mapped_run) -> None:
     # The store here was grown by random puts, so its chunks lie in runs of one page: with a run of one
