@@ -523,7 +523,8 @@ def main() -> int:
           f"best run {best:,.0f} chunks/s")  # fmt: skip
     print(f"  phase 1 {st.phase1_duration:.3f} s (workers {st.workers}; summed over workers: hashing "
           f"{st.taddr_duration:.3f} s, reads {st.chunk_load_duration:.3f} s, iteration {st.iteration_duration:.3f} s), "
-          f"phase 2 {st.phase2_duration:.3f} s, reruns {st.reruns}")  # fmt: skip
+          f"phase 2 {st.phase2_duration:.3f} s, reruns {st.reruns}; {st.mapped_rows:,} chunks hashed in place, "
+          f"{st.file_order_rows:,} in file order")  # fmt: skip
     if runs["cold"]:
         cold = runs["cold"][len(runs["cold"]) // 2].stats
         print(f"sample cold (store dropped from the page cache first): {cold.total_duration:.3f} s (median of "

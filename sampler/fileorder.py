@@ -82,6 +82,10 @@ BATCH = 1024  # rows hashed per kernel call
 # every 4,096 rows cost a shard a fifth of its time in page faults.
 RELEASE_ROWS = 1 << 16
 MIN_ROWS = 256  # a first block with fewer rows is not worth a probe: the shard is small
+COLD_PROBES = 64  # heads of the first block probed for being in the page cache
+# Share of them not cached that makes the shard cold: with a fifth of its pages to read at random (18,000 a
+# second here), a shard takes about as long in key order as in file order (the whole file, sequentially).
+COLD_SHARE = 0.25
 # "auto": cold scattered shards; "always" or "never" (tests, and benchmarks comparing the two ways)
 FILE_ORDER = os.environ.get("CHUNKSTORE_SAMPLE_FILE_ORDER", "auto")
 _CAC_MIN, _CAC_MAX = SPAN_SIZE, MAX_CAC_SIZE
@@ -258,12 +262,14 @@ def _next_block(walk: col.IndexWalk, blk: BlockColumns, block: int, locate: bool
 
 
 def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None], excluded: frozenset[bytes],
-                     consensus_time: int, block: int, slack: int, probes: int, direct_run: int,
+                     consensus_time: int, block: int, slack: int, direct_run: int,
                      direct_share: float) -> bool:  # fmt: skip
     """Is the shard cold and its chunks scattered? Judged on its first block, as the direct scan judges blocks.
 
-    Cold: one of ``probes`` heads spread over the block is not in the page
-    cache (``columns.cached``). Scattered: fewer than ``direct_share`` of its rows
+    Cold: at least ``COLD_SHARE`` of ``COLD_PROBES`` heads spread over the
+    block are not in the page cache (``columns.uncached_share``): a mostly
+    cached shard reads its few missing pages faster in key order than the
+    whole file in file order. Scattered: fewer than ``direct_share`` of its rows
     lie in runs of ``direct_run`` heads that follow each other in the file
     (``columns.plan_direct``), which the direct scan reads in large reads
     anyway. ``FILE_ORDER`` forces the answer either way.
@@ -274,7 +280,7 @@ def worth_file_order(fd: int, txn_id: int, key_range: tuple[bytes, bytes | None]
     blk = BlockColumns(block + slack)
     _next_block(walk, blk, block, locate=True)
     n = blk.rows
-    if n < MIN_ROWS or col.cached(fd, blk.where, n, probes):
+    if n < MIN_ROWS or col.uncached_share(fd, blk.where, n, COLD_PROBES) < COLD_SHARE:
         return False
     runs = col.plan_direct(blk.where, n, walk.psize, direct_run, np.zeros(n, np.uint8))
     return bool(runs < direct_share * n)

@@ -441,7 +441,7 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
 
             txn_id = snap.txn.id()
             if fileorder.worth_file_order(fd, txn_id, key_range, task.excluded, task.consensus_time, BLOCK, BLOCK_SLACK,
-                                          PROBES, DIRECT_RUN, DIRECT_SHARE):  # fmt: skip
+                                          DIRECT_RUN, DIRECT_SHARE):  # fmt: skip
                 cands, stats = fileorder.scan_file_order(fd, data_file, txn_id, key_range, task.anchor, task.excluded,
                                                          task.consensus_time, task.k, task.after, BLOCK, BLOCK_SLACK,
                                                          report)  # fmt: skip

@@ -244,7 +244,9 @@ def test_only_a_cold_shard_of_scattered_chunks_is_hashed_in_file_order(world, mo
     monkeypatch.setattr(fileorder, "MIN_ROWS", 1)  # the world's shards are small
     _read_as(monkeypatch, "cache")  # the store was just written: its pages are cached
     assert _file_order_rows(w, monkeypatch) == 0
-    monkeypatch.setattr(columns, "cached", lambda *args: False)  # cold; the world grew by puts in random order
+    monkeypatch.setattr(columns, "uncached_share", lambda *args: fileorder.COLD_SHARE / 2)  # mostly cached
+    assert _file_order_rows(w, monkeypatch) == 0
+    monkeypatch.setattr(columns, "uncached_share", lambda *args: fileorder.COLD_SHARE)  # cold; grown at random
     assert _file_order_rows(w, monkeypatch) > 0
     monkeypatch.setattr(worker, "DIRECT_SHARE", 0.0)  # cold, but every block counts as lying in runs
     assert _file_order_rows(w, monkeypatch) == 0
