@@ -70,10 +70,10 @@ from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, DirectR
 
 log = logging.getLogger(__name__)
 
-SEGMENT_ROWS = 1 << 19  # rows a region of the file holds, about, at most: ROW_STATE MiB per 2^20 rows
-ROW_STATE = 54  # bytes a region keeps per row (see ``_Segment``; 12 of them only while it is sorted), 32 more a SOC
+SEGMENT_ROWS = 1 << 18  # rows a region of the file holds, about, at most: ROW_STATE MiB per 2^20 rows
+ROW_STATE = 38  # bytes a region keeps per row (see ``_Segment``; 8 of them only from its sort on), 32 more a SOC
 HISTOGRAM = 4096  # buckets of the file's pages the first walk counts rows in, to cut the file into regions
-STAGE_PAGES = 512  # pages per read buffer (2 MiB): one batch of heads read in file order
+STAGE_PAGES = 256  # pages per read buffer (1 MiB, as fast here as larger reads): heads read in file order
 STAGES = 3  # read buffers: one hashed while the others are filled
 READERS = 2  # threads reading batches: reads in flight
 BATCH = 1024  # rows hashed per kernel call
@@ -90,7 +90,7 @@ COLD_SHARE = 0.25
 FILE_ORDER = os.environ.get("CHUNKSTORE_SAMPLE_FILE_ORDER", "auto")
 _CAC_MIN, _CAC_MAX = SPAN_SIZE, MAX_CAC_SIZE
 _MAX_PREFIX = np.uint64((1 << 64) - 1)
-_TOO_LONG = 1 << 24  # longer than any row (columns.ROW_BYTES): a head or tail of this size fails its load
+_TOO_LONG = (1 << 16) - 1  # longer than any row (columns.ROW_BYTES): a head or tail of this size fails its load
 _UNMAPPED = ReadOnlyMap.empty()
 
 
@@ -123,7 +123,7 @@ def keep_rows(where: np.ndarray, row_type: np.ndarray, row_addr: np.ndarray, n: 
         ordinals[r] = ordinal + i
         head_kind[r] = where[i, 0]
         head_pos[r] = where[i, 1]
-        head_size[r] = min(where[i, 2], _TOO_LONG)  # a size of a damaged store must not wrap in an int32
+        head_size[r] = min(where[i, 2], _TOO_LONG)  # a size of a damaged store must not wrap in a uint16
         if where[i, 3] == col.MISSING:
             tail_pos[r], tail_size[r] = 0, 0
         else:
@@ -291,18 +291,19 @@ class _Segment:
 
     def __init__(self, cap: int) -> None:
         self.head_kind = np.zeros(cap, np.uint8)
+        # Where the row's head is in the file; once pass 2 has hashed the row (it reads the position no more),
+        # the first 8 bytes of its transformed address as a number, which pass 3 offers: 8 bytes a row fewer.
         self.head_pos = np.zeros(cap, np.int64)
-        self.head_size = np.zeros(cap, np.int32)
+        self.head_size = np.zeros(cap, np.uint16)
         self.tail_pos = np.zeros(cap, np.int64)
-        self.tail_size = np.zeros(cap, np.int32)
+        self.tail_size = np.zeros(cap, np.uint16)
         self.soc_slot = np.zeros(cap, np.int32)
         self.ordinal = np.zeros(cap, np.uint32)  # the row's place in the walk (rows come in key order)
-        self.prefix = np.zeros(cap, np.uint64)  # the transformed address's first 8 bytes, as a number
         self.verdict = np.zeros(cap, np.int8)
         self.soc_addr = np.zeros((64, 32), np.uint8)  # grown as SOCs come
         self.rows = self.socs = self.walked = 0
 
-    _COLUMNS = ("head_kind", "head_pos", "head_size", "tail_pos", "tail_size", "soc_slot", "ordinal", "prefix", "verdict")
+    _COLUMNS = ("head_kind", "head_pos", "head_size", "tail_pos", "tail_size", "soc_slot", "ordinal", "verdict")
 
     def room_for(self, n: int) -> None:
         """Grow the columns so that ``n`` more rows (and SOCs) fit: a region denser than the histogram said."""
@@ -512,7 +513,7 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
     ``dfd`` reads around the page cache where the file system allows it, ``fd`` through it.
     """
     n = seg.rows
-    order = np.argsort(seg.head_pos[:n], kind="stable").astype(np.int32)
+    order = np.argsort(seg.head_pos[:n], kind="stable")
     room = col.ROW_BYTES - col.DATA_AT  # the direct scan's limit on a row's data
     head_at, head_len, tail_at, tail_len = (np.zeros(BATCH, np.int64) for _ in range(4))
     hashed = np.zeros(BATCH, np.int64)
@@ -562,7 +563,7 @@ def _hash_segment(seg: _Segment, psize: int, view: ReadOnlyMap, fd: int, dfd: in
                                                  is_soc[:g], anchor, out)  # fmt: skip
                 hashing_s += time.perf_counter() - t
                 prefixes = np.ascontiguousarray(out[:g, :8]).view(">u8").ravel().astype(np.uint64)
-                seg.prefix[hashed[:g]] = prefixes
+                seg.head_pos[hashed[:g]] = prefixes.view(np.int64)  # see _Segment.head_pos
                 kept.offer(hashed[:g], prefixes, out[:g])
             free.append(stage)
             if planned < n:
@@ -603,7 +604,7 @@ def _offer_segment(walk: col.IndexWalk, blk: BlockColumns, block: int, seg: _Seg
             verdict[:n] = 0
             verdict[at] = seg.verdict[lo:hi]
             good = verdict[:n] == 1
-            out[at, :8] = seg.prefix[lo:hi].astype(">u8").view(np.uint8).reshape(-1, 8)
+            out[at, :8] = seg.head_pos[lo:hi].view(np.uint64).astype(">u8").view(np.uint8).reshape(-1, 8)
             out[at, 8:] = 0xFF
             klo, khi = np.searchsorted(kept_rows, [lo, hi])
             out[ordinals[kept_rows[klo:khi]].astype(np.int64) - base] = kept_taddrs[klo:khi]
@@ -627,7 +628,7 @@ def warm_up() -> None:
     keep_rows(where, np.zeros(1, np.uint8), row, 0, 0, 4096, 0, 1, True, 0, 0, np.zeros(1, np.int64), 1,
               seg.head_kind, seg.head_pos, seg.head_size, seg.tail_pos, seg.tail_size, seg.soc_slot, seg.soc_addr,
               seg.ordinal)  # fmt: skip
-    order = np.zeros(1, np.int32)
+    order = np.zeros(1, np.int64)
     spans = np.zeros((1, 3), np.int64)
     plan_reads(order, 0, 0, seg.head_kind, seg.head_pos, seg.head_size, seg.tail_size, 1, 4096, 1, 1, spans)
     stage = np.zeros(4096, np.uint8)
