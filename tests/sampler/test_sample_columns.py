@@ -255,6 +255,31 @@ def test_only_a_cold_shard_of_scattered_chunks_is_hashed_in_file_order(world, mo
     assert _file_order_rows(w, monkeypatch) == 0
 
 
+def test_uncached_share_sees_pages_dropped_from_the_page_cache(tmp_path) -> None:
+    """The cold probe file order is chosen by: the share of probed heads not in the page cache."""
+    import numpy as np
+
+    path = tmp_path / "pages"
+    path.write_bytes(os.urandom(64 * 4096))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        where = np.zeros((64, 6), np.int64)
+        where[:, 0] = columns.OVERFLOW
+        where[:, 1] = np.arange(64) * 4096 + columns.DATA_AT
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        dropped = columns.uncached_share(fd, where, 64, 64)
+        if dropped == 0.0:
+            pytest.skip("this file system keeps the pages in memory whatever the advice (tmpfs)")
+        assert dropped == 1.0  # (the probes may start those reads: nothing else is asked of them here)
+        os.pread(fd, 64 * 4096, 0)  # back in the page cache (the kernel caches in folios larger than a page:
+        # a share between 0 and 1 cannot be set up page by page here)
+        assert columns.uncached_share(fd, where, 64, 64) == 0.0
+        assert columns.cached(fd, where, 64, 8)
+    finally:
+        os.close(fd)
+
+
 def test_failed_reads_around_the_cache_in_file_order_read_through_it(world, monkeypatch, caplog) -> None:
     """A file system that opens with O_DIRECT but fails the reads: file order reads through the page cache."""
     w, _ = world
