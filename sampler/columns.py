@@ -61,8 +61,6 @@ from .lmdbfile import (
     _page_at,
     _seek,
     _step,
-    _u16,
-    _u64,
     _value_at,
     sys_fadvise,
     sys_pread,
@@ -443,6 +441,12 @@ def read_direct(fd: int, where: np.ndarray, n: int, psize: int, buf: np.ndarray,
 
 
 @_jit(inline="always")
+def overflow_page_ok(page: int, pgno: int) -> bool:
+    """Does the page header at address ``page`` name overflow page ``pgno`` (the page the index pointed at)?"""
+    return np.int64(peek_u64(page)) == pgno and (peek_u16(page + 10) & P_OVERFLOW) != 0
+
+
+@_jit(inline="always")
 def row_status(kind: int, size: int, tail_size: int, room: int) -> int:
     """What becomes of a located row before it is read: 0 its chunk is missing, -1 its data is longer than a row's
     ``room`` (a failed load), 1 it is read."""
@@ -490,16 +494,14 @@ def place_rows(fd: int, where: np.ndarray, tails: np.ndarray, n: int, psize: int
         if kind == OVERFLOW:
             pgno = (pos - PAGEHDRSZ) // psize
             if in_map:
-                at = pos - PAGEHDRSZ
-                if np.int64(_u64(mapped, at)) != pgno or not (_u16(mapped, at + 10) & P_OVERFLOW):
+                if not overflow_page_ok(mapped_at + pos - PAGEHDRSZ, pgno):
                     return E_PAGE
             else:
                 if not placed[i]:
                     got = sys_pread(fd, row + DATA_AT - PAGEHDRSZ, PAGEHDRSZ + size, pos - PAGEHDRSZ)
                     if got != PAGEHDRSZ + size:
                         return E_READ
-                at = DATA_AT - PAGEHDRSZ
-                if np.int64(_u64(buf[i], at)) != pgno or not (_u16(buf[i], at + 10) & P_OVERFLOW):
+                if not overflow_page_ok(row + DATA_AT - PAGEHDRSZ, pgno):
                     return E_PAGE
         elif not in_map:
             if sys_pread(fd, row + DATA_AT, size, pos) != size:

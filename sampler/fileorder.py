@@ -61,12 +61,11 @@ from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.constants import ADDRESS_SIZE, MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE
 from chunkstore.swarm.directio import aligned_buffer, open_direct
 from chunkstore.swarm.libc import sys_memcpy
-from chunkstore.swarm.rawmem import peek_u16, peek_u64
 
 from . import columns as col
 from .blocks import BlockColumns
 from .candidates import CandidateSet, Key
-from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, P_OVERFLOW, PAGEHDRSZ, DirectReadError, sys_pread
+from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, PAGEHDRSZ, DirectReadError, sys_pread
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +224,7 @@ def place_heads(order: np.ndarray, start: int, rows: int, head_kind: np.ndarray,
             if s == nspans or pgno < spans[s, 0]:
                 return E_READ, 0
             page = staged + (spans[s, 2] + pgno - spans[s, 0]) * psize
-            if np.int64(peek_u64(page)) != pgno or not (peek_u16(page + 10) & P_OVERFLOW):
+            if not col.overflow_page_ok(page, pgno):
                 return E_PAGE, 0
             at = page + PAGEHDRSZ
         else:

@@ -280,6 +280,22 @@ def test_uncached_share_sees_pages_dropped_from_the_page_cache(tmp_path) -> None
         os.close(fd)
 
 
+def test_an_overflow_page_is_checked_against_the_page_the_index_named() -> None:
+    """The header check both readers make before hashing a head: right page number, and an overflow page."""
+    import struct
+
+    import numpy as np
+
+    from sampler.lmdbfile import P_LEAF, P_OVERFLOW
+
+    page = np.zeros(4096, np.uint8)
+    page[:16] = np.frombuffer(struct.pack("<QHHHH", 5, 0, P_OVERFLOW, 0, 0), np.uint8)
+    assert columns.overflow_page_ok(page.ctypes.data, 5)
+    assert not columns.overflow_page_ok(page.ctypes.data, 6)
+    page[:16] = np.frombuffer(struct.pack("<QHHHH", 5, 0, P_LEAF, 0, 0), np.uint8)
+    assert not columns.overflow_page_ok(page.ctypes.data, 5)
+
+
 def test_failed_reads_around_the_cache_in_file_order_read_through_it(world, monkeypatch, caplog) -> None:
     """A file system that opens with O_DIRECT but fails the reads: file order reads through the page cache."""
     w, _ = world
