@@ -70,7 +70,6 @@ from .lmdbfile import E_PAGE, E_READ, ERRORS, OK, PAGEHDRSZ, DirectReadError, sy
 log = logging.getLogger(__name__)
 
 SEGMENT_ROWS = 1 << 18  # rows a region of the file holds, about, at most: ROW_STATE MiB per 2^20 rows
-ROW_STATE = 38  # bytes a region keeps per row (see ``_Segment``; 8 of them only from its sort on), 32 more a SOC
 HISTOGRAM = 4096  # buckets of the file's pages the first walk counts rows in, to cut the file into regions
 STAGE_PAGES = 256  # pages per read buffer (1 MiB, as fast here as larger reads): heads read in file order
 STAGES = 3  # read buffers: one hashed while the others are filled
@@ -302,14 +301,15 @@ class _Segment:
         self.soc_addr = np.zeros((64, 32), np.uint8)  # grown as SOCs come
         self.rows = self.socs = self.walked = 0
 
-    _COLUMNS = ("head_kind", "head_pos", "head_size", "tail_pos", "tail_size", "soc_slot", "ordinal", "verdict")
+    def row_columns(self) -> dict[str, np.ndarray]:
+        """The columns with one item a row (every one-dimensional array here)."""
+        return {name: a for name, a in vars(self).items() if isinstance(a, np.ndarray) and a.ndim == 1}
 
     def room_for(self, n: int) -> None:
         """Grow the columns so that ``n`` more rows (and SOCs) fit: a region denser than the histogram said."""
         if self.rows + n > self.head_kind.shape[0]:
             cap = max(2 * self.head_kind.shape[0], self.rows + n)
-            for name in self._COLUMNS:
-                old = getattr(self, name)
+            for name, old in self.row_columns().items():
                 grown = np.zeros(cap, old.dtype)
                 grown[: self.rows] = old[: self.rows]
                 setattr(self, name, grown)
@@ -317,6 +317,10 @@ class _Segment:
             grown_socs = np.zeros((max(2 * self.soc_addr.shape[0], self.socs + n), 32), np.uint8)
             grown_socs[: self.socs] = self.soc_addr[: self.socs]
             self.soc_addr = grown_socs
+
+
+# Bytes a region keeps per row: its columns, and the int64 permutation pass 2 sorts them by. 32 more a SOC.
+ROW_STATE = sum(a.itemsize for a in _Segment(0).row_columns().values()) + np.dtype(np.int64).itemsize
 
 
 class _Kept:

@@ -280,6 +280,24 @@ def test_uncached_share_sees_pages_dropped_from_the_page_cache(tmp_path) -> None
         os.close(fd)
 
 
+def test_a_region_denser_than_its_room_grows_every_column() -> None:
+    """A region holding more rows than the histogram promised (a dense bucket): the columns grow, rows kept."""
+    seg = fileorder._Segment(2)
+    columns_before = seg.row_columns()
+    assert set(columns_before) == {"head_kind", "head_pos", "head_size", "tail_pos", "tail_size", "soc_slot",
+                                   "ordinal", "verdict"}  # fmt: skip
+    for a in columns_before.values():
+        a[:2] = [1, 2]
+    seg.soc_addr[:] = 7
+    seg.rows, seg.socs = 2, seg.soc_addr.shape[0]
+    seg.room_for(5)
+    for name, a in seg.row_columns().items():
+        assert a.shape[0] >= 7 and a.dtype == columns_before[name].dtype, name
+        assert a[:2].tolist() == [1, 2], name
+    assert seg.soc_addr.shape[0] >= seg.socs + 5 and (seg.soc_addr[: seg.socs] == 7).all()
+    assert fileorder.ROW_STATE == sum(a.itemsize for a in columns_before.values()) + 8
+
+
 def test_an_overflow_page_is_checked_against_the_page_the_index_named() -> None:
     """The header check both readers make before hashing a head: right page number, and an overflow page."""
     import struct
