@@ -388,13 +388,18 @@ def fill_page_cache(path: Path) -> int:
     return done
 
 
+def warm_pool(store: ReserveStore, anchor: bytes, consensus: int, workers: int | None) -> None:
+    """Start the worker pool (process start, kernel load) on an empty neighbourhood: not part of a sample's cost."""
+    try:
+        reserve_sample(store, anchor, 31, consensus, workers=workers)
+    except InsufficientSample:
+        pass
+
+
 def cold_sample(path: str, anchor: bytes, consensus: int, workers: int | None) -> dict[str, object]:
     """One cold sample of the store at ``path`` in this process's own worker pool: seconds, hash, file-order rows."""
     with ReserveStore(Path(path), readonly=True) as store:
-        try:
-            reserve_sample(store, anchor, 31, consensus, workers=workers)  # the pool, warm
-        except InsufficientSample:
-            pass
+        warm_pool(store, anchor, consensus, workers)
         drop_page_cache(Path(path))
         res = reserve_sample(store, anchor, 0, consensus, workers=workers)
     return {"seconds": res.stats.total_duration, "hash": sample_hash(res.items).hex(),
@@ -478,11 +483,7 @@ def main() -> int:
     consensus = BASE_TIME + 10**15
 
     with ReserveStore(path, readonly=True) as store:
-        # Warm the pool (process start, kernel load) on an empty neighbourhood: not part of a sample's cost.
-        try:
-            reserve_sample(store, anchor, 31, consensus, workers=args.workers)
-        except InsufficientSample:
-            pass
+        warm_pool(store, anchor, consensus, args.workers)
         runs: dict[str, list] = {"cold": [], "warm": []}
         with MemoryPoller(args.poll_ms / 1000.0) as poller:
             reserve_sample(store, anchor, 0, consensus, workers=args.workers)  # the page cache holds the store now
