@@ -85,7 +85,11 @@ COLD_PROBES = 64  # heads of the first block probed for being in the page cache
 # second here), a shard takes about as long in key order as in file order (the whole file, sequentially).
 COLD_SHARE = 0.25
 # "auto": cold scattered shards; "always" or "never" (tests, and benchmarks comparing the two ways)
-FILE_ORDER = os.environ.get("CHUNKSTORE_SAMPLE_FILE_ORDER", "auto")
+FILE_ORDER = os.environ.get("CHUNKSTORE_SAMPLE_FILE_ORDER", "auto").strip().lower()
+if FILE_ORDER not in ("auto", "always", "never"):
+    # A knob for tests and benchmarks: a typo must not silently turn file order off, nor stop a node.
+    log.warning("CHUNKSTORE_SAMPLE_FILE_ORDER=%r is none of auto, always, never: using auto", FILE_ORDER)
+    FILE_ORDER = "auto"
 _CAC_MIN, _CAC_MAX = SPAN_SIZE, MAX_CAC_SIZE
 _MAX_PREFIX = np.uint64((1 << 64) - 1)
 _TOO_LONG = (1 << 16) - 1  # longer than any row (columns.ROW_BYTES): a head or tail of this size fails its load

@@ -280,6 +280,19 @@ def test_uncached_share_sees_pages_dropped_from_the_page_cache(tmp_path) -> None
         os.close(fd)
 
 
+@pytest.mark.parametrize(("value", "meant"), [("never", "never"), (" Always ", "always"), ("sometimes", "auto")])
+def test_the_file_order_setting_is_read_or_refused_with_a_warning(value, meant) -> None:
+    """``CHUNKSTORE_SAMPLE_FILE_ORDER``: before, any other word than always/auto meant never, silently."""
+    import subprocess
+    import sys
+
+    code = "import sampler.fileorder as f; print(f.FILE_ORDER)"
+    env = dict(os.environ, CHUNKSTORE_SAMPLE_FILE_ORDER=value)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == meant
+    assert ("none of auto, always, never" in done.stderr) == (meant == "auto")
+
+
 def test_a_region_denser_than_its_room_grows_every_column() -> None:
     """A region holding more rows than the histogram promised (a dense bucket): the columns grow, rows kept."""
     seg = fileorder._Segment(2)
