@@ -65,8 +65,10 @@ from pathlib import Path
 import numpy as np
 from benchlib import (
     CALLS_PER_CHUNK,
+    DiskRates,
     cache_dir,
     cores,
+    disk_rates,
     kernel_bound,
     lane_permutation_rate,
     numba_permutation_rate,
@@ -388,6 +390,37 @@ def fill_page_cache(path: Path) -> int:
     return done
 
 
+def index_pages(store: ReserveStore) -> int:
+    """Branch and leaf pages of the databases phase 1 walks (stamp index, chunks, tails), over every shard."""
+    pages = 0
+    for s in range(store.shard_count):
+        shard = store.shard(s)
+        with shard.env.begin() as txn:
+            for db in (shard.stamps, shard.chunks, shard.tails):
+                st = txn.stat(db)
+                pages += st["branch_pages"] + st["leaf_pages"]
+    return pages
+
+
+def print_disk(disks: list[DiskRates], data_bytes: int, index: int, cold_s: float) -> None:
+    """The disk as the cold samples met it, and what reading the store takes at those rates."""
+    if not disks:
+        print("  disk: not measured (the file system refuses O_DIRECT)")
+        return
+    seq = sorted(d.sequential_bps for d in disks)
+    rnd = sorted(d.random_pps for d in disks)
+    d = disks[0]
+    # Phase 1 of a cold store reads every data page once (in file order or in runs, sequentially) and its
+    # index pages: at random where the store grew at random (file order's first walk), in runs where it
+    # was imported in key order. At the slowest rates of the run, and one after the other:
+    floor = data_bytes / seq[0] + index / rnd[0]
+    print(f"  disk before each cold sample (O_DIRECT): sequential {seq[0] / 1e6:,.0f}-{seq[-1] / 1e6:,.0f} MB/s "
+          f"({d.streams} streams of 1 MiB reads), random {rnd[0]:,.0f}-{rnd[-1]:,.0f} pages/s ({d.depth} 4 KiB reads "
+          f"in flight); the store's data files {data_bytes / 1e9:.2f} GB take {data_bytes / seq[0]:.1f} s at the "
+          f"slowest sequential rate, its {index:,} index pages {index / rnd[0]:.1f} s read at random; "
+          f"cold / their sum ({floor:.1f} s) = {cold_s / floor:.2f}")  # fmt: skip
+
+
 def warm_pool(store: ReserveStore, anchor: bytes, consensus: int, workers: int | None) -> None:
     """Start the worker pool (process start, kernel load) on an empty neighbourhood: not part of a sample's cost."""
     try:
@@ -485,11 +518,17 @@ def main() -> int:
     with ReserveStore(path, readonly=True) as store:
         warm_pool(store, anchor, consensus, args.workers)
         runs: dict[str, list] = {"cold": [], "warm": []}
+        data_files = sorted(Path(path).rglob("data.mdb"))
+        data_bytes, index = sum(f.stat().st_size for f in data_files), index_pages(store)
+        disks: list[DiskRates] = []
         with MemoryPoller(args.poll_ms / 1000.0) as poller:
             reserve_sample(store, anchor, 0, consensus, workers=args.workers)  # the page cache holds the store now
             for i in range(max(args.repeat, args.cold)):
                 if i < args.cold:
                     drop_page_cache(path)
+                    disk = disk_rates(data_files)  # around the page cache: the store stays cold
+                    if disk is not None:
+                        disks.append(disk)
                     runs["cold"].append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))
                     fill_page_cache(path)
                 if i < args.repeat:
@@ -533,6 +572,7 @@ def main() -> int:
         print(f"  phase 1 {cold.phase1_duration:.3f} s (summed over workers: hashing {cold.taddr_duration:.3f} s, "
               f"reads {cold.chunk_load_duration:.3f} s, iteration {cold.iteration_duration:.3f} s; "
               f"{cold.direct_io_rows:,} chunks read around the page cache, {cold.file_order_rows:,} in file order)")  # fmt: skip
+        print_disk(disks, data_bytes, index, cold.total_duration)
     if args.key_order_cold and runs["cold"]:
         before = key_order_cold(path, anchor, consensus, args.workers, args.key_order_cold)
         assert all(b["hash"] == fast_hash.hex() and b["file_order_rows"] == 0 for b in before)
