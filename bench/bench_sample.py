@@ -411,14 +411,16 @@ def print_disk(disks: list[DiskRates], data_bytes: int, index: int, cold_s: floa
     rnd = sorted(d.random_pps for d in disks)
     d = disks[0]
     # Phase 1 of a cold store reads every data page once (in file order or in runs, sequentially) and its
-    # index pages: at random where the store grew at random (file order's first walk), in runs where it
-    # was imported in key order. At the slowest rates of the run, and one after the other:
-    floor = data_bytes / seq[0] + index / rnd[0]
+    # index pages: at random where the store grew at random (file order's first walk), among the runs where
+    # it was imported in key order. At the slowest rates of the run, and one after the other:
+    sequential = data_bytes / seq[0]
+    floor = sequential + index / rnd[0]
     print(f"  disk before each cold sample (O_DIRECT): sequential {seq[0] / 1e6:,.0f}-{seq[-1] / 1e6:,.0f} MB/s "
           f"({d.streams} streams of 1 MiB reads), random {rnd[0]:,.0f}-{rnd[-1]:,.0f} pages/s ({d.depth} 4 KiB reads "
           f"in flight); the store's data files {data_bytes / 1e9:.2f} GB take {data_bytes / seq[0]:.1f} s at the "
           f"slowest sequential rate, its {index:,} index pages {index / rnd[0]:.1f} s read at random; "
-          f"cold / their sum ({floor:.1f} s) = {cold_s / floor:.2f}")  # fmt: skip
+          f"cold / their sum ({floor:.1f} s) = {cold_s / floor:.2f}, cold / the data files' time = "
+          f"{cold_s / sequential:.2f}")  # fmt: skip
 
 
 def warm_pool(store: ReserveStore, anchor: bytes, consensus: int, workers: int | None) -> None:
