@@ -417,7 +417,7 @@ def print_disk(disks: list[DiskRates], data_bytes: int, index: int, cold_s: floa
     floor = sequential + index / rnd[0]
     print(f"  disk before each cold sample (O_DIRECT): sequential {seq[0] / 1e6:,.0f}-{seq[-1] / 1e6:,.0f} MB/s "
           f"({d.streams} streams of 1 MiB reads), random {rnd[0]:,.0f}-{rnd[-1]:,.0f} pages/s ({d.depth} 4 KiB reads "
-          f"in flight); the store's data files {data_bytes / 1e9:.2f} GB take {data_bytes / seq[0]:.1f} s at the "
+          f"in flight); the store's data files {data_bytes / 1e9:.2f} GB take {sequential:.1f} s at the "
           f"slowest sequential rate, its {index:,} index pages {index / rnd[0]:.1f} s read at random; "
           f"cold / their sum ({floor:.1f} s) = {cold_s / floor:.2f}, cold / the data files' time = "
           f"{cold_s / sequential:.2f}")  # fmt: skip

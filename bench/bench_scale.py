@@ -58,9 +58,20 @@ from pathlib import Path
 
 import numpy as np
 from bench_api import Daemon
-from bench_sample import MemoryPoller, drop_page_cache, fill_page_cache
-from benchlib import CACHE, CALLS_PER_CHUNK, cores, kernel_bound, lane_permutation_rate, percentile, single_lane_limit
+from bench_sample import MemoryPoller, drop_page_cache, fill_page_cache, index_pages, print_disk
+from benchlib import (
+    CACHE,
+    CALLS_PER_CHUNK,
+    DiskRates,
+    cores,
+    disk_rates,
+    kernel_bound,
+    lane_permutation_rate,
+    percentile,
+    single_lane_limit,
+)
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.signer import Signer
@@ -286,8 +297,12 @@ async def _sample(base: str, anchor1: str, anchor2: str, probe_s: float) -> dict
 def measure(store: Path, n: int, repeat: int, workers: int | None, cold: bool = True) -> dict:
     """Cold and warm full samples of ``store`` through a daemon started on it; memory polled throughout."""
     extra = ("--reserve-capacity", str(2 * n), "--sample-wait", "3600")
+    data_files = sorted(store.rglob("data.mdb"))
+    with ReserveStore(store, readonly=True) as opened:  # before the daemon holds it: LMDB's stats of the index
+        index = index_pages(opened)
     daemon = Daemon(str(store), workers, extra, start_timeout=600)
     runs: dict[str, list[dict]] = {"cold": [], "warm": []}
+    disks: list[DiskRates] = []
     try:
         base = f"http://127.0.0.1:{daemon.port}"
         asyncio.run(_warm_pool(base))
@@ -296,13 +311,17 @@ def measure(store: Path, n: int, repeat: int, workers: int | None, cold: bool = 
                 anchor1, anchor2 = f"{0x5a ^ i:02x}", f"{i + 1:02x}"
                 if cold:
                     drop_page_cache(store)
+                    disk = disk_rates(data_files)  # around the page cache: the store stays cold
+                    if disk is not None:
+                        disks.append(disk)
                     runs["cold"].append(asyncio.run(_sample(base, anchor1, anchor2, 0.01)))
                     fill_page_cache(store)
                 runs["warm"].append(asyncio.run(_sample(base, anchor1, anchor2, 0.01)))
         mem = poller.summary()
     finally:
         daemon.stop()
-    return {"runs": runs, "memory": mem}
+    reading = {"rates": disks, "data_bytes": sum(f.stat().st_size for f in data_files), "index_pages": index}
+    return {"runs": runs, "memory": mem, "disk": reading}
 
 
 async def _warm_pool(base: str) -> None:
@@ -343,6 +362,9 @@ def report(n: int, result: dict, limit: float, name: str) -> dict:
              f"{stats.get('chunk_load_duration', 0):.1f}, walking and waiting {stats.get('iteration_duration', 0):.1f}")  # fmt: skip
         _row("/health during the sample", f"p50 {mid['health_ms']['p50']:.1f} ms, p99 {mid['health_ms']['p99']:.1f} ms, "
              f"max {mid['health_ms']['max']:.1f} ms ({mid['health_ms']['probes']} probes)")  # fmt: skip
+        if mode == "cold":
+            d = result["disk"]
+            print_disk(d["rates"], d["data_bytes"], d["index_pages"], seconds)
         if est:
             how = "this sample" if iterated == FULL else f"this sample extrapolated from {iterated:,} entries"
             _row("estimate of a 2^22 sample (verbose)", f"{est:.1f} s vs {full:.1f} s measured ({how}): "
