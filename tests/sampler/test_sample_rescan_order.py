@@ -1,4 +1,4 @@
-"""A shard's rescan reads it the way its first scan did.
+"""A cold shard read in file order is read in file order again: by its rescan, and by the next sample.
 
 The choice of file order probes the heads of the shard's first block for
 being in the page cache (``columns.uncached_share``, ``preadv2`` with
@@ -7,7 +7,10 @@ probed. The first scan of a cold shard in file order reads its heads around
 the page cache, so the shard is as cold after it as before, but for the
 probed heads: a rescan that probed again found them cached and read the
 whole cold shard in key order, at random (on a store grown at random, the
-cold 2^22 sample's slow way: 299 s against 65 s).
+cold 2^22 sample's slow way: 299 s against 65 s). So a rescan now reads
+the shard the way its first scan did, and the probe asks ``mincore``,
+which reads nothing, so that the next sample finds the shard as cold as it
+is.
 """
 
 from __future__ import annotations
@@ -80,3 +83,17 @@ def test_the_sampler_rescans_a_shard_the_way_its_first_scan_read_it(cold_shard, 
         phase1.more(stream)
         assert sent[-1].file_order is (rows_in_file_order > 0)
         assert sent[-1].k == 16 * RESCAN_GROWTH and sent[-1].after is None
+
+
+def test_the_next_sample_of_a_cold_shard_read_in_file_order_is_read_in_file_order(cold_shard, monkeypatch) -> None:
+    """Its own probe, not told: the first sample's probe must not have warmed what the second one probes."""
+    w = cold_shard
+    monkeypatch.setattr(fileorder, "FILE_ORDER", "auto")
+    monkeypatch.setattr(fileorder, "MIN_ROWS", 1)
+    _drop(os.path.join(w.path, "shard-000", "data.mdb"))
+    first = scan_shard(ShardTask(w.path, 0, b"\x01", 0, w.base_time + 10**15, frozenset(), 16))
+    if not first.stats.get("file_order_rows"):
+        pytest.skip("the shard was not cold after dropping it (tmpfs keeps pages whatever the advice)")
+    time.sleep(0.5)
+    second = scan_shard(ShardTask(w.path, 0, b"\x02", 0, w.base_time + 10**15, frozenset(), 16))
+    assert second.stats.get("file_order_rows", 0) == first.stats["file_order_rows"]
