@@ -22,7 +22,7 @@ import pytest
 
 from chunkstore.swarm.bmt import backend as hashing
 from sampler import fileorder
-from sampler.worker import ShardTask, scan_shard
+from sampler.worker import ShardScan, ShardTask, scan_shard
 from tests.sampler.helpers import build_world
 
 pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="file order needs numba")
@@ -45,15 +45,22 @@ def _drop(path: str) -> None:
         os.close(fd)
 
 
-def test_a_rescan_of_a_cold_shard_read_in_file_order_is_read_in_file_order(cold_shard, monkeypatch) -> None:
-    w = cold_shard
+def _cold_first_scan(w, monkeypatch) -> ShardScan:
+    """A first scan of the shard just dropped from the page cache, in file order; then time for any read it
+    started to land (before, its probe's)."""
     monkeypatch.setattr(fileorder, "FILE_ORDER", "auto")
     monkeypatch.setattr(fileorder, "MIN_ROWS", 1)
     _drop(os.path.join(w.path, "shard-000", "data.mdb"))
     first = scan_shard(ShardTask(w.path, 0, b"\x01", 0, w.base_time + 10**15, frozenset(), 16))
     if not first.stats.get("file_order_rows"):
         pytest.skip("the shard was not cold after dropping it (tmpfs keeps pages whatever the advice)")
-    time.sleep(0.5)  # the reads the first scan's probe started are done by now
+    time.sleep(0.5)
+    return first
+
+
+def test_a_rescan_of_a_cold_shard_read_in_file_order_is_read_in_file_order(cold_shard, monkeypatch) -> None:
+    w = cold_shard
+    first = _cold_first_scan(w, monkeypatch)
     last = first.candidates[-1]
     again = scan_shard(ShardTask(w.path, 0, b"\x01", 0, w.base_time + 10**15, frozenset(), 64, (last[0], last[1]),
                                  file_order=first.file_order))  # fmt: skip
@@ -66,7 +73,6 @@ def test_the_sampler_rescans_a_shard_the_way_its_first_scan_read_it(cold_shard, 
     from chunkstore.reserve import ReserveStore
     from sampler.pipeline import RESCAN_GROWTH, _Phase1, _ShardStream
     from sampler.scope import SampleScope
-    from sampler.worker import ShardScan
 
     sent: list[ShardTask] = []
 
@@ -88,12 +94,6 @@ def test_the_sampler_rescans_a_shard_the_way_its_first_scan_read_it(cold_shard, 
 def test_the_next_sample_of_a_cold_shard_read_in_file_order_is_read_in_file_order(cold_shard, monkeypatch) -> None:
     """Its own probe, not told: the first sample's probe must not have warmed what the second one probes."""
     w = cold_shard
-    monkeypatch.setattr(fileorder, "FILE_ORDER", "auto")
-    monkeypatch.setattr(fileorder, "MIN_ROWS", 1)
-    _drop(os.path.join(w.path, "shard-000", "data.mdb"))
-    first = scan_shard(ShardTask(w.path, 0, b"\x01", 0, w.base_time + 10**15, frozenset(), 16))
-    if not first.stats.get("file_order_rows"):
-        pytest.skip("the shard was not cold after dropping it (tmpfs keeps pages whatever the advice)")
-    time.sleep(0.5)
+    first = _cold_first_scan(w, monkeypatch)
     second = scan_shard(ShardTask(w.path, 0, b"\x02", 0, w.base_time + 10**15, frozenset(), 16))
     assert second.stats.get("file_order_rows", 0) == first.stats["file_order_rows"]
