@@ -365,7 +365,7 @@ class _Phase1:
     def more(self, stream: _ShardStream) -> ShardScan:
         last = stream.items[-1] if stream.items else None
         after = (last[0], last[1]) if last is not None else None
-        # The first scan's way of reading the shard: probing it again would find it warmer than it is.
+        # The first scan's way of reading the shard, not a second probe (ShardTask.file_order).
         (scan,) = self._run([self._task(stream.shard, stream.k * RESCAN_GROWTH, after, file_order=stream.file_order)])
         self._record([scan], rescan=True)
         self.rescans += 1

@@ -180,8 +180,8 @@ class ShardTask:
     radius: int = 0
     reference: bool = False  # hash with the pysha3 reference, whatever this process's backend is
     # Phase 1 in file order or not; None: decided by probing the shard (fileorder.worth_file_order). A rescan
-    # passes its first scan's way: the probe starts the reads of the heads it finds missing, so a second probe
-    # of a cold shard read in file order (around the page cache) finds it warm, and would read it at random.
+    # passes its first scan's way instead of probing again: a scan and its rescan read the shard alike (a probe
+    # that read what it probed once sent the rescans of cold shards to key order: columns.uncached_share).
     file_order: bool | None = None
 
 
