@@ -300,38 +300,26 @@ def locate_rows(
 
 
 @_jit
-def _uncached(fd: int, where: np.ndarray, n: int, probes: int, first_miss: bool) -> tuple[int, int]:
-    """(probed, not cached) of the overflow heads of ``probes`` rows spread over the block; stops at the first
-    miss if ``first_miss``.
+def cached(fd: int, where: np.ndarray, n: int, probes: int) -> bool:
+    """Are the heads of ``probes`` rows spread over the block in the page cache already?
 
     One byte of each is read with ``RWF_NOWAIT``, which fails instead of
-    waiting for the disk.
+    waiting for the disk: a warm block skips the read-ahead requests, which
+    cost a system call per run of pages even when every page is cached.
     """
+    if n == 0:
+        return True
     byte = np.zeros(1, np.uint8)
     iov = np.zeros(2, np.int64)
     iov[0] = byte.ctypes.data
     iov[1] = 1
     step = max(1, n // probes)
-    probed = missed = 0
     for i in range(0, n, step):
         if where[i, 0] != OVERFLOW:
             continue
-        probed += 1
         if sys_preadv2(fd, iov.ctypes.data, 1, where[i, 1], RWF_NOWAIT) != 1:
-            missed += 1
-            if first_miss:
-                break
-    return probed, missed
-
-
-@_jit
-def cached(fd: int, where: np.ndarray, n: int, probes: int) -> bool:
-    """Are the heads of ``probes`` rows spread over the block in the page cache already?
-
-    A warm block skips the read-ahead requests, which cost a system call per
-    run of pages even when every page is cached.
-    """
-    return _uncached(fd, where, n, probes, True)[1] == 0
+            return False
+    return True
 
 
 def uncached_share(fd: int, where: np.ndarray, n: int, probes: int) -> float:
