@@ -28,9 +28,6 @@ to it on random stores.
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-
 import numpy as np
 
 from chunkstore.store.layout import DB_CHUNKS, DB_STAMPS, DB_TAILS, HEAD_SIZE, STAMP_KEY_SIZE, STAMP_VALUE_SIZE
@@ -69,10 +66,6 @@ from .lmdbfile import (
     sys_pread,
     sys_preadv2,
 )
-
-_mincore = ctypes.CDLL(None, use_errno=True).mincore  # page cache residency, asked without reading
-_mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
-_mincore.restype = ctypes.c_int
 
 ADDRESS = ADDRESS_SIZE
 STAMP_KEY = STAMP_KEY_SIZE
@@ -325,32 +318,20 @@ def cached(fd: int, where: np.ndarray, n: int, probes: int) -> bool:
 def uncached_share(fd: int, where: np.ndarray, n: int, probes: int) -> float:
     """The share of the heads of ``probes`` rows spread over the block that are not in the page cache.
 
-    Asked of the kernel with ``mincore`` on a read-only map of the file,
-    which reads nothing. A probe that read (``preadv2`` with ``RWF_NOWAIT``,
-    as :func:`cached` does, starts the read of a page it misses) left the
-    heads it probed cached: the next sample of a cold shard read in file
-    order (around the page cache, so still cold) or its rescan found them
-    there, took the shard for warm and read it in key order, at random.
-    Where the kernel will not tell (``mincore`` reports a file this process
-    may not write and does not own as all resident) the shard counts as
-    warm, and is read in key order as before file order existed.
+    Asked with ``mincore`` (``ReadOnlyMap.resident``), which reads nothing.
+    A probe that read (``preadv2`` with ``RWF_NOWAIT``, as :func:`cached`
+    does, starts the read of a page it misses) left the heads it probed
+    cached: the next sample of a cold shard read in file order (around the
+    page cache, so still cold) or its rescan found them there, took the
+    shard for warm and read it in key order, at random. Where the kernel
+    will not tell, the shard counts as warm, and is read in key order as
+    before file order existed.
     """
+    rows = np.arange(0, n, max(1, n // probes))
     view = ReadOnlyMap(fd)
     try:
-        if not view.array.shape[0]:
-            return 0.0
-        base = view.array.ctypes.data
-        page = mmap.PAGESIZE
-        resident = ctypes.c_ubyte()
-        probed = missed = 0
-        for i in range(0, n, max(1, n // probes)):
-            if where[i, 0] != OVERFLOW or where[i, 1] >= view.array.shape[0]:
-                continue
-            probed += 1
-            if _mincore(ctypes.c_void_p(base + int(where[i, 1]) // page * page), page, ctypes.byref(resident)) != 0:
-                raise OSError(ctypes.get_errno(), "mincore failed")
-            missed += 1 - (resident.value & 1)
-        return missed / probed if probed else 0.0
+        heads = where[rows, 1][(where[rows, 0] == OVERFLOW) & (where[rows, 1] < view.array.shape[0])]
+        return float(np.count_nonzero(~view.resident(heads))) / heads.shape[0] if heads.shape[0] else 0.0
     finally:
         view.close()
 

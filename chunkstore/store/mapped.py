@@ -43,6 +43,7 @@ def _madvise() -> ctypes.CDLL | None:
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
             libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
             _libc = libc
         except (OSError, AttributeError):
             _libc_missing = True
@@ -133,6 +134,28 @@ class ReadOnlyMap:
         if self._map is None:
             return self.empty()
         return np.frombuffer(self._map, np.uint8)  # read-only, as the map is
+
+    def resident(self, offsets: np.ndarray) -> np.ndarray:
+        """Which of the pages holding these byte offsets of the file are in the page cache (``mincore``).
+
+        Reads nothing, unlike a read that fails rather than wait
+        (``RWF_NOWAIT``), which starts the read of a page it misses. Where
+        the kernel will not tell (no libc; ``mincore`` reports a file this
+        process may neither write nor own as all resident), every page
+        counts as resident. Offsets past the mapped end count as resident.
+        """
+        out = np.ones(len(offsets), bool)
+        libc = _madvise()
+        if libc is None or self._map is None:
+            return out
+        base, size, page = self.array.ctypes.data, self.array.shape[0], mmap.PAGESIZE
+        vec = ctypes.c_ubyte()
+        for i, at in enumerate(offsets.tolist()):
+            if 0 <= at < size:
+                if libc.mincore(base + at // page * page, page, ctypes.byref(vec)) != 0:
+                    raise OSError(ctypes.get_errno(), "mincore failed")
+                out[i] = bool(vec.value & 1)
+        return out
 
     def release(self) -> None:
         """Drop this process's page table entries of the map (the pages stay in the page cache)."""
