@@ -249,7 +249,6 @@ class _ShardStream:
         self.pos = 0
         self.complete = scan.complete
         self.k = scan.k
-        self.file_order = scan.file_order
 
     def peek(self) -> Candidate | None:
         return self.items[self.pos] if self.pos < len(self.items) else None
@@ -282,12 +281,11 @@ class _Phase1:
         self.rescans = 0
         self.progress = progress
 
-    def _task(self, shard: int, k: int, after: tuple[bytes, bytes] | None, slot: int | None = None,
-              file_order: bool | None = None) -> ShardTask:  # fmt: skip
+    def _task(self, shard: int, k: int, after: tuple[bytes, bytes] | None, slot: int | None = None) -> ShardTask:
         sc = self.scope
         return ShardTask(
             self.path, shard, sc.anchor, sc.depth, self.consensus_time, self.excluded, k, after, slot,
-            overlay=sc.overlay, radius=sc.radius, reference=self.reference, file_order=file_order,
+            overlay=sc.overlay, radius=sc.radius, reference=self.reference,
         )  # fmt: skip
 
     def _run_here(self, tasks: list[ShardTask], progress: Callable[[int], None] | None) -> list[ShardScan]:
@@ -365,8 +363,7 @@ class _Phase1:
     def more(self, stream: _ShardStream) -> ShardScan:
         last = stream.items[-1] if stream.items else None
         after = (last[0], last[1]) if last is not None else None
-        # The first scan's way of reading the shard, not a second probe (ShardTask.file_order).
-        (scan,) = self._run([self._task(stream.shard, stream.k * RESCAN_GROWTH, after, file_order=stream.file_order)])
+        (scan,) = self._run([self._task(stream.shard, stream.k * RESCAN_GROWTH, after)])
         self._record([scan], rescan=True)
         self.rescans += 1
         return scan

@@ -179,10 +179,6 @@ class ShardTask:
     overlay: bytes = b""  # the node's overlay and storage radius: entries below the radius are not walked
     radius: int = 0
     reference: bool = False  # hash with the pysha3 reference, whatever this process's backend is
-    # Phase 1 in file order or not; None: decided by probing the shard (fileorder.worth_file_order). A rescan
-    # passes its first scan's way instead of probing again: a scan and its rescan read the shard alike (a probe
-    # that read what it probed once sent the rescans of cold shards to key order: columns.uncached_share).
-    file_order: bool | None = None
 
 
 @dataclass
@@ -195,11 +191,6 @@ class ShardScan:
     stats: dict[str, float] = field(default_factory=dict)
     peak_rss_kb: int = 0  # of the process that ran the scan (a maximum, not a sum); includes file pages
     anon_rss_kb: int = 0  # anonymous (private) RSS of that process at the end of the scan
-
-    @property
-    def file_order(self) -> bool:
-        """Phase 1 read the shard in file order: a rescan of it must read it so too (``ShardTask.file_order``)."""
-        return bool(self.stats.get("file_order_rows"))
 
 
 def scan_shard(task: ShardTask) -> ShardScan:
@@ -449,9 +440,8 @@ def scan_direct(task: ShardTask, snap: ShardSnapshot, report: Callable[[int], No
             from . import fileorder
 
             txn_id = snap.txn.id()
-            if task.file_order if task.file_order is not None else fileorder.worth_file_order(
-                fd, txn_id, key_range, task.excluded, task.consensus_time, BLOCK, BLOCK_SLACK, DIRECT_RUN, DIRECT_SHARE
-            ):  # fmt: skip
+            if fileorder.worth_file_order(fd, txn_id, key_range, task.excluded, task.consensus_time, BLOCK, BLOCK_SLACK,
+                                          DIRECT_RUN, DIRECT_SHARE):  # fmt: skip
                 cands, stats = fileorder.scan_file_order(fd, data_file, txn_id, key_range, task.anchor, task.excluded,
                                                          task.consensus_time, task.k, task.after, BLOCK, BLOCK_SLACK,
                                                          report)  # fmt: skip

@@ -1,16 +1,14 @@
 """A cold shard read in file order is read in file order again: by its rescan, and by the next sample.
 
 The choice of file order probes the heads of the shard's first block for
-being in the page cache (``columns.uncached_share``, ``preadv2`` with
-``RWF_NOWAIT``), and a probe that misses starts the read of the page it
-probed. The first scan of a cold shard in file order reads its heads around
-the page cache, so the shard is as cold after it as before, but for the
-probed heads: a rescan that probed again found them cached and read the
-whole cold shard in key order, at random (on a store grown at random, the
-cold 2^22 sample's slow way: 299 s against 65 s). So a rescan now reads
-the shard the way its first scan did, and the probe asks ``mincore``,
-which reads nothing, so that the next sample finds the shard as cold as it
-is.
+being in the page cache. The probe used to read one byte of each with
+``preadv2(RWF_NOWAIT)``, and a miss starts the read of the page it probed.
+The first scan of a cold shard in file order reads its heads around the
+page cache, so the shard is as cold after it as before, but for the probed
+heads: a rescan or the next sample probed them again, found them cached and
+read the whole cold shard in key order, at random (on a store grown at
+random, the cold 2^22 sample's slow way: 299 s against 65 s). The probe
+asks ``mincore`` now, which reads nothing.
 """
 
 from __future__ import annotations
@@ -62,33 +60,8 @@ def test_a_rescan_of_a_cold_shard_read_in_file_order_is_read_in_file_order(cold_
     w = cold_shard
     first = _cold_first_scan(w, monkeypatch)
     last = first.candidates[-1]
-    again = scan_shard(ShardTask(w.path, 0, b"\x01", 0, w.base_time + 10**15, frozenset(), 64, (last[0], last[1]),
-                                 file_order=first.file_order))  # fmt: skip
+    again = scan_shard(ShardTask(w.path, 0, b"\x01", 0, w.base_time + 10**15, frozenset(), 64, (last[0], last[1])))
     assert again.stats.get("file_order_rows", 0) == first.stats["file_order_rows"]
-
-
-@pytest.mark.parametrize("rows_in_file_order", [0, 3467])
-def test_the_sampler_rescans_a_shard_the_way_its_first_scan_read_it(cold_shard, monkeypatch, rows_in_file_order) -> None:
-    """First scans decide by probing (``file_order=None``); a rescan is told the first scan's way."""
-    from chunkstore.reserve import ReserveStore
-    from sampler.pipeline import RESCAN_GROWTH, _Phase1, _ShardStream
-    from sampler.scope import SampleScope
-
-    sent: list[ShardTask] = []
-
-    def run(self, tasks, progress=None):
-        sent.extend(tasks)
-        return [ShardScan(t.shard, [], True, t.after, t.k, {"file_order_rows": rows_in_file_order}) for t in tasks]
-
-    monkeypatch.setattr(_Phase1, "_run", run)
-    with ReserveStore(cold_shard.path) as store:
-        phase1 = _Phase1(store, SampleScope(b"\x01", 0, b"", 0), cold_shard.base_time, frozenset(), 0, 16, False)
-        (scan,) = phase1.first()
-        assert sent[-1].file_order is None
-        stream = _ShardStream(scan)
-        phase1.more(stream)
-        assert sent[-1].file_order is (rows_in_file_order > 0)
-        assert sent[-1].k == 16 * RESCAN_GROWTH and sent[-1].after is None
 
 
 def test_the_next_sample_of_a_cold_shard_read_in_file_order_is_read_in_file_order(cold_shard, monkeypatch) -> None:
