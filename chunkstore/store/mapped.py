@@ -37,7 +37,8 @@ _libc: ctypes.CDLL | None = None
 _libc_missing = False  # looked for and not found: do not look again
 
 
-def _madvise() -> ctypes.CDLL | None:
+def _libc_calls() -> ctypes.CDLL | None:
+    """libc with madvise and mincore typed, loaded once; None where there is none."""
     global _libc, _libc_missing
     if _libc is None and not _libc_missing:
         try:
@@ -82,7 +83,7 @@ def read_in_order(data_file: str) -> Iterator[None]:
 
 def _advise(data_file: str, advice: int) -> int:
     """``madvise`` every read-only mapping of ``data_file`` in this process; bytes of address space advised."""
-    libc = _madvise()
+    libc = _libc_calls()
     if libc is None:
         return 0
     target = os.path.realpath(data_file)
@@ -145,7 +146,7 @@ class ReadOnlyMap:
         counts as resident. Offsets past the mapped end count as resident.
         """
         out = np.ones(len(offsets), bool)
-        libc = _madvise()
+        libc = _libc_calls()
         if libc is None or self._map is None:
             return out
         base, size, page = self.array.ctypes.data, self.array.shape[0], mmap.PAGESIZE
