@@ -73,3 +73,27 @@ def test_the_map_keeps_the_kernels_read_around(tmp_path) -> None:
     # (a partly cold block: 1.5 s of reads against 0.2 s through pread).
     with _opened(tmp_path, 64 * 4096) as (path, fd), ReadOnlyMap(fd):
         assert "rr" not in mapping_read_flags(path)
+
+
+@linux_only
+def test_resident_tells_the_page_cache_apart_without_reading(tmp_path, monkeypatch) -> None:
+    """``resident`` asks ``mincore``: pages dropped stay missing however often asked; read ones are there."""
+    import time
+
+    from chunkstore.store import mapped
+
+    with _opened(tmp_path, 64 * 4096) as (_, fd), ReadOnlyMap(fd) as view:
+        offsets = np.arange(64, dtype=np.int64) * 4096 + 100
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if view.resident(offsets).all():
+            pytest.skip("this file system keeps the pages in memory whatever the advice (tmpfs)")
+        assert not view.resident(offsets).any()
+        time.sleep(0.3)
+        assert not view.resident(offsets).any()  # asking read nothing
+        os.pread(fd, 64 * 4096, 0)
+        assert view.resident(offsets).all()
+        assert view.resident(np.array([-1, 64 * 4096], np.int64)).all()  # outside the map: counted resident
+        monkeypatch.setattr(mapped, "_libc_calls", lambda: None)  # no libc: every page counts as resident
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert view.resident(offsets).all()
