@@ -31,7 +31,7 @@ import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
-from benchlib import CALLS_PER_CHUNK, cores, rate, single_lane_limit
+from benchlib import CALLS_PER_CHUNK, cores, rate, single_lane_limit, vector_width
 from sha3 import keccak_256
 
 from chunkstore.swarm.bmt import backend as hashing
@@ -135,7 +135,7 @@ def main() -> None:
             expect = bmt.chunk_hash(c, prefix)
             assert naive_chunk_hash(c, prefix) == expect and batches[0].out[i].tobytes() == expect
 
-    print(f"backend={hashing.BACKEND} cores={ncores} batch={args.batch} threads={nthreads} seconds={seconds}")
+    print(f"backend={hashing.BACKEND} cores={ncores} vector={vector_width()} batch={args.batch} threads={nthreads} seconds={seconds}")
     print(f"full {PAYLOAD}-byte chunks; prefixed = {len(ANCHOR)}-byte anchor")
     print(f"{'method':<12} {'prefix':<9} {'us/chunk':>9} {'chunks/s':>10} {'x naive':>8} {'peak heap':>10}")
     results: dict[tuple[str, bytes], float] = {}

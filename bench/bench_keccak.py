@@ -32,6 +32,7 @@ from benchlib import (
     numba_permutation_rate,
     numba_x8_rate,
     single_lane_limit,
+    vector_width,
 )
 
 
@@ -46,7 +47,7 @@ def main() -> None:
     from chunkstore.swarm.bmt import backend as hashing
 
     n = cores()
-    print(f"backend={hashing.BACKEND} cores={n} input={MSG_SIZE} bytes")
+    print(f"backend={hashing.BACKEND} cores={n} vector={vector_width()} input={MSG_SIZE} bytes")
     name, best, rates = single_lane_limit(seconds)
     for k, v in rates.items():
         print(f"  {k:<28} {'n/a' if v is None else f'{v:>12,.0f} calls/s  {1e6 / v:6.3f} us/call'}")

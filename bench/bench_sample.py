@@ -74,6 +74,7 @@ from benchlib import (
     numba_permutation_rate,
     numba_x8_rate,
     single_lane_limit,
+    vector_width,
 )
 
 from chunkstore.reserve import ReserveStore
@@ -512,7 +513,7 @@ def main() -> int:
     else:
         path, built = cached_store(args.chunks, args.shards, args.soc_fraction, args.rebuild)
     print(f"store: {path} ({'built' if built else 'given' if args.store else 'cached'}), backend={hashing.BACKEND}, "
-          f"cores={n_cores}, "
+          f"cores={n_cores}, vector={vector_width()}, "
           f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
     anchor = keccak256(b"bench anchor")
     consensus = BASE_TIME + 10**15

@@ -69,6 +69,7 @@ from benchlib import (
     lane_permutation_rate,
     percentile,
     single_lane_limit,
+    vector_width,
 )
 
 from chunkstore.reserve import ReserveStore
@@ -415,7 +416,7 @@ def main() -> int:
     name, call_rate, rates = single_lane_limit(2.0)
     limit = call_rate * cores() / CALLS_PER_CHUNK
     print(f"L ({name}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s "
-          f"(load average {os.getloadavg()[0]:.2f})")  # fmt: skip
+          f"(load average {os.getloadavg()[0]:.2f}; {vector_width()})")  # fmt: skip
     perm_rate = lane_permutation_rate(2.0)
     bound = kernel_bound(perm_rate, cores()) if perm_rate else 0.0
     if bound:

@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from benchlib import CALLS_PER_CHUNK, cache_dir, cores, openssl_rate, single_lane_limit
+from benchlib import CALLS_PER_CHUNK, cache_dir, cores, openssl_rate, single_lane_limit, vector_width
 
 from chunkstore.store.batchstore import Batch
 from chunkstore.swarm.keccak import keccak256
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.dir or tempfile.mkdtemp(prefix="bench_transfer_")
     common = ["--workers", str(workers), "--memory-budget", str(args.memory_budget)]
     print(f"{n} chunks ({args.soc_fraction:.0%} SOC), {os.path.getsize(tar_path):,} bytes of tar; {workers} workers, "
-          f"{len(os.sched_getaffinity(0))} cores, memory budget {args.memory_budget} MiB")
+          f"{len(os.sched_getaffinity(0))} cores ({vector_width()}), memory budget {args.memory_budget} MiB")
     lname, call_rate, _ = single_lane_limit(2.0)
     limit = call_rate * cores() / CALLS_PER_CHUNK  # L, in the same run: every import rate is also a ratio to it
     print(f"L ({lname}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s")

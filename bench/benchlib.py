@@ -68,6 +68,35 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def vector_width() -> str:
+    """The CPU's widest vector extension and the target numba compiles for, as a benchmark prints it.
+
+    The lane kernel's speed, and so every kernel bound, depends on it
+    (``AVX-512`` holds 8 lanes in one register, ``AVX2`` 4), and figures are
+    rerun on other machines: e.g. ``AVX-512 (JIT target icelake-server)``.
+    """
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    widest = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX")) if flag in flags),
+                  "no AVX" if flags else "unknown")  # fmt: skip
+    target = os.environ.get("NUMBA_CPU_NAME")
+    if not target:
+        try:
+            import llvmlite.binding as llvm
+
+            target = llvm.get_host_cpu_name()
+        except Exception:  # noqa: BLE001 - only a label
+            target = "unknown"
+    return f"{widest} (JIT target {target})"
+
+
 def rate(fn: Callable[[], int], seconds: float, rounds: int = 5) -> float:
     """Median of ``rounds`` rates of ``fn`` (which returns how many items it did).
 
