@@ -55,6 +55,7 @@ from chunkstore.store.mapped import drop_cached, release
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import MAX_PO, ChunkType
+from chunkstore.swarm.directio import anonymous_array
 from chunkstore.swarm.stamp import Stamp, split_index
 
 from .bytecopy import gather
@@ -603,7 +604,7 @@ class _Gathered:
     def __init__(self, writer: _ShardAppender) -> None:
         self.writer = writer
         self.rows = np.empty(self.ROWS, INDEX)
-        self.data = np.empty(self.ROWS * ROW_STRIDE, np.uint8)
+        self.data = anonymous_array(self.ROWS * ROW_STRIDE, np.uint8)
         self.offs = np.empty(self.ROWS, np.int64)
         self.n = 0
         self.used = 0
