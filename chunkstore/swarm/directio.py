@@ -16,15 +16,32 @@ import mmap
 import os
 
 import numpy as np
+from numpy.typing import DTypeLike
 
-__all__ = ["ALIGN", "aligned_buffer", "open_direct"]
+__all__ = ["ALIGN", "aligned_buffer", "anonymous_array", "open_direct"]
 
 ALIGN = 4096  # O_DIRECT's unit for buffer addresses, lengths and file offsets (a page; enough for any disk)
 
 
 def aligned_buffer(size: int) -> np.ndarray:
     """``size`` bytes (rounded up to ``ALIGN``) at a page-aligned address: anonymous memory, as O_DIRECT wants."""
-    return np.frombuffer(mmap.mmap(-1, -(-size // ALIGN) * ALIGN), np.uint8)
+    return np.frombuffer(mmap.mmap(-1, max(1, -(-size // ALIGN)) * ALIGN), np.uint8)
+
+
+def anonymous_array(count: int, dtype: DTypeLike) -> np.ndarray:
+    """``count`` items of ``dtype`` in an anonymous map of their own, for a large buffer filled once and reused.
+
+    NumPy asks for transparent huge pages for every array of 4 MiB or more
+    (``madvise(MADV_HUGEPAGE)``). Where the kernel's ``defrag`` setting is
+    ``madvise`` (the default), the first touch of each 2 MiB then waits for
+    the kernel to compact memory when the page cache has taken most of it, as
+    it has on a node that just read its reserve or a tar: measured here, the
+    first fill of a 200 MB array took 1.9 s against 0.12 s in small pages.
+    A map of its own keeps small pages and goes back to the system with the
+    array's last reference.
+    """
+    dt = np.dtype(dtype)
+    return aligned_buffer(count * dt.itemsize)[: count * dt.itemsize].view(dt)
 
 
 def open_direct(path: str, flags: int, mode: int = 0o600) -> tuple[int, bool]:

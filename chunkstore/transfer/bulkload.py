@@ -55,6 +55,7 @@ from chunkstore.store.mapped import drop_cached, release
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import MAX_PO, ChunkType
+from chunkstore.swarm.directio import anonymous_array
 from chunkstore.swarm.stamp import Stamp, split_index
 
 from .bytecopy import gather
@@ -394,15 +395,20 @@ class _ShardAppender:
         self.written = 0
         self.page_size = self.shard.env.stat()["psize"]
         self._begin()
+        # The last keys as the store holds them. Later transactions go on from this appender's own
+        # last puts: the import holds the writer lock, so nothing appends between its commits (an
+        # eviction may delete, which leaves a key too high: only a lookup more), and reading them
+        # again would read the trees' right edges back from disk (each commit drops the pages it
+        # appended from the page cache).
+        self.chunks_last = _last_key(self.txn, self.shard.chunks)
+        self.tails_last = _last_key(self.txn, self.shard.tails)
+        self.stamps_last = _last_key(self.txn, self.shard.stamps)
         self.data_fd = os.open(self.data_file, os.O_RDONLY)  # for dropping what each commit appended
 
     def _begin(self) -> None:
         self.appended_from = self._file_pages()  # pages past this one are new in the commit to come
         self.session = self.store.session()
         self.txn = self.session.write(self.s)
-        self.chunks_last = _last_key(self.txn, self.shard.chunks)
-        self.tails_last = _last_key(self.txn, self.shard.tails)
-        self.stamps_last = _last_key(self.txn, self.shard.stamps)
         self.pending = 0
 
     def add_rows(self, rows: np.ndarray, data: list[memoryview], src: np.ndarray, offs: np.ndarray) -> None:
@@ -603,7 +609,7 @@ class _Gathered:
     def __init__(self, writer: _ShardAppender) -> None:
         self.writer = writer
         self.rows = np.empty(self.ROWS, INDEX)
-        self.data = np.empty(self.ROWS * ROW_STRIDE, np.uint8)
+        self.data = anonymous_array(self.ROWS * ROW_STRIDE, np.uint8)
         self.offs = np.empty(self.ROWS, np.int64)
         self.n = 0
         self.used = 0

@@ -29,7 +29,7 @@ import numpy as np
 
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import STAMP_SIZE
-from chunkstore.swarm.directio import ALIGN, aligned_buffer, open_direct
+from chunkstore.swarm.directio import ALIGN, aligned_buffer, anonymous_array, open_direct
 
 from .bytecopy import gather
 
@@ -62,10 +62,10 @@ class RunBuffer:
     """A fixed-size arena plus index, filled frame by frame, sorted and spilled when full."""
 
     def __init__(self, arena_bytes: int, max_rows: int) -> None:
-        self.arena = np.empty(arena_bytes, np.uint8)
-        self.index = np.empty(max_rows, INDEX)
-        self.sorted = np.empty(max_rows, INDEX)  # the sort's target, so sorting allocates no rows
-        self.slots = np.empty(max_rows, SLOT)
+        self.arena = anonymous_array(arena_bytes, np.uint8)
+        self.index = anonymous_array(max_rows, INDEX)
+        self.sorted = anonymous_array(max_rows, INDEX)  # the sort's target, so sorting allocates no rows
+        self.slots = anonymous_array(max_rows, SLOT)
         self.rows = 0
         self.used = 0
 

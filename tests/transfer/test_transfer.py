@@ -450,6 +450,45 @@ def test_many_runs_are_published_by_appends(tmp_path, monkeypatch):
     assert verify_store(str(tmp_path / "bulk")).ok
 
 
+@pytest.mark.parametrize("held", [0, 150], ids=["empty store", "store holding half"])
+def test_many_commits_per_shard_read_the_last_keys_once(tmp_path, monkeypatch, held):
+    """A shard written in many commits appends across them from its own last puts, read from the store once.
+
+    Each commit drops the pages it appended from the page cache, so reading
+    the trees' last keys again at every commit read them back from disk.
+    Into a store holding interleaved keys already, the result still equals
+    puts in input order.
+    """
+    from chunkstore.transfer import bulkload
+
+    s1 = Stamper(B1)
+    records = [entry(a, d, s1.stamp(a)) for a, d in (random_cac(900 + i) for i in range(300))]
+    stored, imported = records[:held], records[held:]
+    src = str(tmp_path / "in.tar")
+    write_tar(src, imported)
+    bulk, puts = str(tmp_path / "bulk"), str(tmp_path / "puts")
+    for path in (bulk, puts):
+        with open_store(path, batches=[B1]) as store:
+            put_sequentially(store, stored)
+    with ReserveStore(puts) as store:
+        put_sequentially(store, imported)
+
+    reads, commits, appenders = [], [], []
+    real_last, real_commit, real_init = bulkload._last_key, bulkload._ShardAppender.commit, bulkload._ShardAppender.__init__
+    monkeypatch.setattr(bulkload, "_last_key", lambda *a: reads.append(1) or real_last(*a))
+    monkeypatch.setattr(bulkload._ShardAppender, "commit", lambda self: commits.append(1) or real_commit(self))
+    monkeypatch.setattr(bulkload._ShardAppender, "__init__",
+                        lambda self, *a: appenders.append(1) or real_init(self, *a))  # fmt: skip
+    monkeypatch.setattr(bulkload._ShardAppender, "SLICE", 4)
+    monkeypatch.setattr(Sizes, "commit_bytes", lambda self, shards: 1)  # a commit after every slice
+    report = _import(bulk, src)
+    assert report.load.written == len(imported)
+    assert len(commits) > 4 * len(appenders)
+    assert len(reads) == 3 * len(appenders)  # chunks, tails and stamps, once per shard
+    assert _content_of(bulk) == _content_of(puts)
+    assert verify_store(bulk).ok
+
+
 def test_import_into_a_store_holding_it_already_is_a_no_op(tmp_path, entries):
     src = str(tmp_path / "in.tar")
     write_tar(src, entries)

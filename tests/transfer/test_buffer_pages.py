@@ -1,0 +1,65 @@
+"""The import's large buffers: anonymous maps of their own, in small pages (no huge pages asked for)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chunkstore.swarm.directio import ALIGN, aligned_buffer, anonymous_array
+from chunkstore.transfer.runs import INDEX, RunBuffer
+
+BIG = 8 << 20  # above the 4 MiB from which NumPy asks for huge pages
+
+
+def _thp_mode() -> str | None:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.index("[") + 1 : text.index("]")] if "[" in text else None
+
+
+def _thp_eligible(array: np.ndarray) -> bool:
+    """The kernel's ``THPeligible`` of the mapping holding the middle of ``array`` (this process's smaps).
+
+    The middle: NumPy's advice starts at the first page boundary inside the array.
+    """
+    address = array.ctypes.data + array.nbytes // 2
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "THPeligible:":
+                return line.split()[1] == "1"
+    raise AssertionError(f"no mapping with THPeligible holds {address:#x}")
+
+
+def test_anonymous_array_shape_dtype_and_zeroes() -> None:
+    rows = anonymous_array(1000, INDEX)
+    assert rows.shape == (1000,) and rows.dtype == INDEX
+    assert not rows.view(np.uint8).any()
+    rows["len"] = 7
+    assert (rows["len"] == 7).all()
+    assert rows.ctypes.data % ALIGN == 0
+
+
+def test_empty_buffers_are_allowed() -> None:
+    assert aligned_buffer(0).shape[0] >= 0
+    assert anonymous_array(0, np.uint8).shape == (0,)
+    assert RunBuffer(0, 0).capacity == (0, 0)  # the import's last, empty buffer
+
+
+@pytest.mark.skipif(_thp_mode() != "madvise", reason="huge pages only go to mappings that ask in THP mode 'madvise'")
+def test_large_buffers_do_not_ask_for_huge_pages() -> None:
+    """NumPy's own arrays of this size do ask; the import's arena and index must not (a compaction stall)."""
+    asked = np.empty(BIG, np.uint8)
+    if not _thp_eligible(asked):
+        pytest.skip("this NumPy does not ask for huge pages (NUMPY_MADVISE_HUGEPAGE=0?)")
+    assert not _thp_eligible(anonymous_array(BIG, np.uint8))
+    buffer = RunBuffer(BIG, BIG // INDEX.itemsize)
+    for array in (buffer.arena, buffer.index, buffer.sorted, buffer.slots):
+        assert not _thp_eligible(array)
