@@ -20,10 +20,10 @@ def _thp_mode() -> str | None:
     return text[text.index("[") + 1 : text.index("]")] if "[" in text else None
 
 
-def _thp_eligible(array: np.ndarray) -> bool:
-    """The kernel's ``THPeligible`` of the mapping holding the middle of ``array`` (this process's smaps).
+def _smaps_field(array: np.ndarray, field: str) -> str:
+    """A field of this process's smaps entry for the mapping holding the middle of ``array``.
 
-    The middle: NumPy's advice starts at the first page boundary inside the array.
+    The middle: NumPy's huge-page advice starts at the first page boundary inside the array.
     """
     address = array.ctypes.data + array.nbytes // 2
     inside = False
@@ -33,9 +33,23 @@ def _thp_eligible(array: np.ndarray) -> bool:
             if "-" in head and not head.endswith(":"):
                 lo, hi = (int(x, 16) for x in head.split("-"))
                 inside = lo <= address < hi
-            elif inside and head == "THPeligible:":
-                return line.split()[1] == "1"
-    raise AssertionError(f"no mapping with THPeligible holds {address:#x}")
+            elif inside and head == field + ":":
+                return line.split(":", 1)[1].strip()
+    raise AssertionError(f"no mapping with {field} holds {address:#x}")
+
+
+def _thp_eligible(array: np.ndarray) -> bool:
+    return _smaps_field(array, "THPeligible") == "1"
+
+
+def test_anonymous_arrays_are_private() -> None:
+    """Like NumPy's memory: a worker forked meanwhile neither shares the pages nor keeps them alive."""
+    try:
+        flags = _smaps_field(anonymous_array(BIG, np.uint8), "VmFlags").split()
+    except (OSError, AssertionError):
+        pytest.skip("no /proc/self/smaps with VmFlags here")
+    assert "sh" not in flags
+    assert "sh" in _smaps_field(aligned_buffer(BIG), "VmFlags").split()  # the check can tell
 
 
 def test_anonymous_array_shape_dtype_and_zeroes() -> None:
