@@ -355,6 +355,11 @@ def print_memory(mem: dict) -> None:
               f"rss {_mb(p['rss_kb']):>9}  hwm {_mb(p['hwm_kb']):>9}  ({p['polls']} polls)")  # fmt: skip
 
 
+def data_files(path: Path) -> list[Path]:
+    """The store's LMDB data files (``data.mdb`` of every shard), in a stable order."""
+    return sorted(Path(path).rglob("data.mdb"))
+
+
 def drop_page_cache(path: Path) -> int:
     """Evict the store's data files from the page cache (``POSIX_FADV_DONTNEED``: no root needed).
 
@@ -364,7 +369,7 @@ def drop_page_cache(path: Path) -> int:
     Returns the bytes advised.
     """
     advised = 0
-    for data in sorted(Path(path).rglob("data.mdb")):
+    for data in data_files(path):
         fd = os.open(data, os.O_RDONLY)
         try:
             os.fdatasync(fd)
@@ -384,7 +389,7 @@ def fill_page_cache(path: Path) -> int:
     """
     done = 0
     chunk = bytearray(4 << 20)
-    for data in sorted(Path(path).rglob("data.mdb")):
+    for data in data_files(path):
         with open(data, "rb", buffering=0) as f:
             while got := f.readinto(chunk):
                 done += got
@@ -521,15 +526,15 @@ def main() -> int:
     with ReserveStore(path, readonly=True) as store:
         warm_pool(store, anchor, consensus, args.workers)
         runs: dict[str, list] = {"cold": [], "warm": []}
-        data_files = sorted(Path(path).rglob("data.mdb"))
-        data_bytes, index = sum(f.stat().st_size for f in data_files), index_pages(store)
+        files = data_files(path)
+        data_bytes, index = sum(f.stat().st_size for f in files), index_pages(store)
         disks: list[DiskRates] = []
         with MemoryPoller(args.poll_ms / 1000.0) as poller:
             reserve_sample(store, anchor, 0, consensus, workers=args.workers)  # the page cache holds the store now
             for i in range(max(args.repeat, args.cold)):
                 if i < args.cold:
                     drop_page_cache(path)
-                    disk = disk_rates(data_files)  # around the page cache: the store stays cold
+                    disk = disk_rates(files)  # around the page cache: the store stays cold
                     if disk is not None:
                         disks.append(disk)
                     runs["cold"].append(reserve_sample(store, anchor, 0, consensus, workers=args.workers))

@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_api import Daemon
-from bench_sample import MemoryPoller, drop_page_cache, fill_page_cache, index_pages, print_disk
+from bench_sample import MemoryPoller, data_files, drop_page_cache, fill_page_cache, index_pages, print_disk
 from benchlib import (
     CACHE,
     CALLS_PER_CHUNK,
@@ -298,7 +298,7 @@ async def _sample(base: str, anchor1: str, anchor2: str, probe_s: float) -> dict
 def measure(store: Path, n: int, repeat: int, workers: int | None, cold: bool = True) -> dict:
     """Cold and warm full samples of ``store`` through a daemon started on it; memory polled throughout."""
     extra = ("--reserve-capacity", str(2 * n), "--sample-wait", "3600")
-    data_files = sorted(store.rglob("data.mdb"))
+    files = data_files(store)
     with ReserveStore(store, readonly=True) as opened:  # before the daemon holds it: LMDB's stats of the index
         index = index_pages(opened)
     daemon = Daemon(str(store), workers, extra, start_timeout=600)
@@ -312,7 +312,7 @@ def measure(store: Path, n: int, repeat: int, workers: int | None, cold: bool = 
                 anchor1, anchor2 = f"{0x5a ^ i:02x}", f"{i + 1:02x}"
                 if cold:
                     drop_page_cache(store)
-                    disk = disk_rates(data_files)  # around the page cache: the store stays cold
+                    disk = disk_rates(files)  # around the page cache: the store stays cold
                     if disk is not None:
                         disks.append(disk)
                     runs["cold"].append(asyncio.run(_sample(base, anchor1, anchor2, 0.01)))
@@ -321,7 +321,7 @@ def measure(store: Path, n: int, repeat: int, workers: int | None, cold: bool = 
         mem = poller.summary()
     finally:
         daemon.stop()
-    reading = {"rates": disks, "data_bytes": sum(f.stat().st_size for f in data_files), "index_pages": index}
+    reading = {"rates": disks, "data_bytes": sum(f.stat().st_size for f in files), "index_pages": index}
     return {"runs": runs, "memory": mem, "disk": reading}
 
 
