@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch
@@ -233,31 +235,44 @@ def reader_child(path: str, seconds: float, out_path: str) -> None:
         json.dump({"checks": checks, "errors": errors}, f)
 
 
-def mapping_read_flags(data_file: str) -> set[str]:
-    """The read-ahead flags (sr: sequential, rr: random) of this process's read-only mapping of ``data_file``."""
-    target = os.path.realpath(data_file)
-    flags: set[str] = set()
-    mine = False
-    with open("/proc/self/smaps") as smaps:
-        for line in smaps:
+@dataclass
+class Mapping:
+    """One mapping of this process, as ``/proc/self/smaps`` describes it."""
+
+    lo: int
+    hi: int
+    perms: str
+    path: str | None
+    fields: dict[str, str] = field(default_factory=dict)  # "Rss" -> "12 kB", "VmFlags" -> "rd mr ...", ...
+
+
+def smaps() -> Iterator[Mapping]:
+    """This process's mappings with their smaps fields."""
+    current: Mapping | None = None
+    with open("/proc/self/smaps") as lines:
+        for line in lines:
             head = line.split()
             if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
-                mine = len(head) == 6 and head[5] == target and "w" not in head[1]
-            elif mine and line.startswith("VmFlags:"):
-                flags |= {f for f in head[1:] if f in ("sr", "rr")}
-    return flags
+                if current is not None:
+                    yield current
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                current = Mapping(lo, hi, head[1], head[5] if len(head) == 6 else None)
+            elif current is not None and head and head[0].endswith(":"):
+                current.fields[head[0][:-1]] = line.split(":", 1)[1].strip()
+    if current is not None:
+        yield current
+
+
+def _read_only_maps_of(path: str) -> Iterator[Mapping]:
+    target = os.path.realpath(path)
+    return (m for m in smaps() if m.path == target and "w" not in m.perms)
+
+
+def mapping_read_flags(data_file: str) -> set[str]:
+    """The read-ahead flags (sr: sequential, rr: random) of this process's read-only mapping of ``data_file``."""
+    return {f for m in _read_only_maps_of(data_file) for f in m.fields.get("VmFlags", "").split() if f in ("sr", "rr")}
 
 
 def mapping_rss_kb(path: str) -> int:
     """Resident kB of this process's read-only mappings of ``path`` (its pages mapped in, from /proc/self/smaps)."""
-    target = os.path.realpath(path)
-    total = 0
-    mine = False
-    with open("/proc/self/smaps") as smaps:
-        for line in smaps:
-            head = line.split()
-            if head and "-" in head[0] and len(head) >= 5:
-                mine = len(head) == 6 and head[5] == target and "w" not in head[1]
-            elif mine and line.startswith("Rss:"):
-                total += int(head[1])
-    return total
+    return sum(int(m.fields["Rss"].split()[0]) for m in _read_only_maps_of(path))

@@ -7,6 +7,7 @@ import pytest
 
 from chunkstore.swarm.directio import ALIGN, aligned_buffer, anonymous_array
 from chunkstore.transfer.runs import INDEX, RunBuffer
+from tests.store.helpers import smaps
 
 BIG = 8 << 20  # above the 4 MiB from which NumPy asks for huge pages
 
@@ -26,15 +27,9 @@ def _smaps_field(array: np.ndarray, field: str) -> str:
     The middle: NumPy's huge-page advice starts at the first page boundary inside the array.
     """
     address = array.ctypes.data + array.nbytes // 2
-    inside = False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            head = line.split(maxsplit=1)[0]
-            if "-" in head and not head.endswith(":"):
-                lo, hi = (int(x, 16) for x in head.split("-"))
-                inside = lo <= address < hi
-            elif inside and head == field + ":":
-                return line.split(":", 1)[1].strip()
+    for mapping in smaps():
+        if mapping.lo <= address < mapping.hi and field in mapping.fields:
+            return mapping.fields[field]
     raise AssertionError(f"no mapping with {field} holds {address:#x}")
 
 
