@@ -30,6 +30,7 @@ from sampler import columns, fileorder, reserve_sample, worker
 from sampler.batches import below_balance_batches
 from sampler.worker import ShardTask, scan_direct, scan_rows
 from tests.sampler.helpers import build_world, force_data, force_entry
+from tests.store.helpers import evict
 
 pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="the direct scan needs numba")
 
@@ -267,8 +268,7 @@ def test_uncached_share_sees_pages_dropped_from_the_page_cache(tmp_path) -> None
         where = np.zeros((64, 6), np.int64)
         where[:, 0] = columns.OVERFLOW
         where[:, 1] = np.arange(64) * 4096 + columns.DATA_AT
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict(fd)
         dropped = columns.uncached_share(fd, where, 64, 64)
         if dropped == 0.0:
             pytest.skip("this file system keeps the pages in memory whatever the advice (tmpfs)")

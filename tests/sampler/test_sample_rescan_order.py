@@ -22,6 +22,7 @@ from chunkstore.swarm.bmt import backend as hashing
 from sampler import fileorder
 from sampler.worker import ShardScan, ShardTask, scan_shard
 from tests.sampler.helpers import build_world
+from tests.store.helpers import evict
 
 pytestmark = pytest.mark.skipif(hashing.BACKEND != "numba", reason="file order needs numba")
 
@@ -37,8 +38,7 @@ def cold_shard(tmp_path_factory: pytest.TempPathFactory):
 def _drop(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fdatasync(fd)  # dirty pages stay in the page cache whatever the advice
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict(fd)
     finally:
         os.close(fd)
 

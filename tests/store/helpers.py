@@ -235,6 +235,12 @@ def reader_child(path: str, seconds: float, out_path: str) -> None:
         json.dump({"checks": checks, "errors": errors}, f)
 
 
+def evict(fd: int) -> None:
+    """Drop the file open at ``fd`` from the page cache, synced first: dirty pages stay whatever the advice."""
+    os.fdatasync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
 @dataclass
 class Mapping:
     """One mapping of this process, as ``/proc/self/smaps`` describes it."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from chunkstore.store.mapped import ReadOnlyMap
-from tests.store.helpers import mapping_read_flags, mapping_rss_kb
+from tests.store.helpers import evict, mapping_read_flags, mapping_rss_kb
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
 
@@ -84,8 +84,7 @@ def test_resident_tells_the_page_cache_apart_without_reading(tmp_path, monkeypat
 
     with _opened(tmp_path, 64 * 4096) as (_, fd), ReadOnlyMap(fd) as view:
         offsets = np.arange(64, dtype=np.int64) * 4096 + 100
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict(fd)
         if view.resident(offsets).all():
             pytest.skip("this file system keeps the pages in memory whatever the advice (tmpfs)")
         assert not view.resident(offsets).any()
@@ -95,5 +94,5 @@ def test_resident_tells_the_page_cache_apart_without_reading(tmp_path, monkeypat
         assert view.resident(offsets).all()
         assert view.resident(np.array([-1, 64 * 4096], np.int64)).all()  # outside the map: counted resident
         monkeypatch.setattr(mapped, "_libc_calls", lambda: None)  # no libc: every page counts as resident
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict(fd)
         assert view.resident(offsets).all()
