@@ -83,6 +83,8 @@ def _matcher(exp: str) -> tuple[re.Pattern[str] | None, str | None]:
         return re.compile(exp), None
     except re.error as exc:
         return None, str(exc)
+    except (OverflowError, RecursionError):  # a repeat count past C's int, nesting past the stack
+        return None, "expression too large or nested too deeply"
 
 
 def list_loggers(exp: str | None = None) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 _BASE = ("ts", "level", "logger", "msg")
 
 
@@ -48,6 +50,23 @@ class KeyValueFormatter(logging.Formatter):
         return " ".join(f"{k}={_kv_value(v)}" for k, v in _record_fields(record).items())
 
 
+class MalformedRequestFilter(logging.Filter):
+    """aiohttp logs every request its HTTP parser refuses (an over-long header, a control character, a bad
+    method) as an error with a traceback, though the client is at fault and got its 400: any scanner on
+    the port would fill the log. Such a record becomes one warning line naming the client and the fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 0) < 500:
+            record.msg = "refused a malformed request from %s: %s"
+            record.args = (record.args[0] if isinstance(record.args, tuple) and record.args else "?",
+                           str(exc.message)[:200])
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def setup_logging(fmt: str = "json", level: str = "info", stream: Any = None) -> None:
     """Route the daemon's and aiohttp's loggers to one structured handler on stderr."""
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -59,3 +78,11 @@ def setup_logging(fmt: str = "json", level: str = "info", stream: Any = None) ->
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
     # aiohttp's own access log duplicates ours
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    quiet_malformed_requests()
+
+
+def quiet_malformed_requests() -> None:
+    """Install ``MalformedRequestFilter`` on aiohttp's server logger (once)."""
+    server = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, MalformedRequestFilter) for f in server.filters):
+        server.addFilter(MalformedRequestFilter())

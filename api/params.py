@@ -40,25 +40,40 @@ def decode_hex(where: str, field: str, value: str, size: int | None = None, max_
     return raw
 
 
+def decimal_below(digits: str, bits: int) -> int | None:
+    """The value of ASCII decimal ``digits`` when it is below ``2**bits``, else None.
+
+    Leading zeros count for nothing, as in Go. The length is checked before
+    converting: Python refuses (ValueError) to convert more than 4,300 digits,
+    and any value that long is out of every range here anyway.
+    """
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(1 << bits)):
+        return None
+    n = int(significant or "0")
+    return n if n < 1 << bits else None
+
+
 def parse_uint(where: str, field: str, value: str, bits: int = 64) -> int:
     """A decimal unsigned integer of at most ``bits`` bits (Go's ParseUint)."""
     if not value or not value.isascii() or not value.isdigit():
         raise ParamError(where, field, value, "invalid syntax")
-    n = int(value)
-    if n >= 1 << bits:
+    n = decimal_below(value, bits)
+    if n is None:
         raise ParamError(where, field, value, "value out of range")
     return n
 
 
 def parse_int(where: str, field: str, value: str, bits: int = 64) -> int:
     """A decimal signed integer of ``bits`` bits, an optional sign first (Go's ParseInt)."""
+    negative = value[:1] == "-"
     digits = value[1:] if value[:1] in ("+", "-") else value
     if not digits or not digits.isascii() or not digits.isdigit():
         raise ParamError(where, field, value, "invalid syntax")
-    n = int(value)
-    if not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+    magnitude = decimal_below(digits, bits)  # -2**(bits-1) is the one value whose magnitude needs all the bits
+    if magnitude is None or magnitude > (1 << (bits - 1)) - (0 if negative else 1):
         raise ParamError(where, field, value, "value out of range")
-    return n
+    return -magnitude if negative else magnitude
 
 
 def parse_go_bool(where: str, field: str, value: str) -> bool:

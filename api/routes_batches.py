@@ -20,7 +20,6 @@ and ``GET /stamps`` lists it; an optional ``label`` names it there.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +29,7 @@ from chunkstore.store.batchstore import Batch
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
 from chunkstore.swarm.constants import BATCH_ID_SIZE, ETH_ADDRESS_SIZE, MAX_BATCH_DEPTH, MAX_BUCKET_DEPTH, UINT64_MAX
 from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.jsontext import parse_json
 from chunkstore.transfer.batchfile import render_batch
 
 from .auth import require_admin
@@ -71,8 +71,8 @@ def _int_field(body: dict[str, Any], field: str, lo: int, hi: int) -> int:
 def parse_batch_json(raw: bytes) -> dict[str, Any]:
     """Validate a ``POST /batches`` body into the store's batch fields, or a 400 naming the field."""
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = parse_json(raw)
+    except ValueError as exc:
         raise ApiError(400, f"invalid request body: not JSON ({exc})") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid request body: want a JSON object")

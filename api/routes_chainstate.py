@@ -18,12 +18,11 @@ counts down at ``currentPrice`` per block.
 
 from __future__ import annotations
 
-import json
-
 from aiohttp import web
 
 from chunkstore.reserve import EMPTY_CHAINSTATE, ChainState, ReserveStore, parse_chainstate
 from chunkstore.swarm.errors import SwarmError
+from chunkstore.swarm.jsontext import parse_json
 
 from .auth import require_admin
 from .errors import ApiError, json_response
@@ -46,8 +45,8 @@ async def post_chainstate(request: web.Request) -> web.Response:
     require_admin(request, st.config.admin_token)
     raw = await request.read()
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = parse_json(raw)
+    except ValueError as exc:
         raise ApiError(400, f"invalid request body: not JSON ({exc})") from None
     try:
         state = parse_chainstate(body)

@@ -38,7 +38,6 @@ node's answer when it has no chain), saying to register batches with
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -48,11 +47,12 @@ from chunkstore.reserve import ChainState, ReserveStore, batch_ttl
 from chunkstore.store.batchstore import Batch
 from chunkstore.store.issuers import IssuerInfo
 from chunkstore.swarm.constants import MAX_BATCH_DEPTH, NETWORK_BUCKET_DEPTH
+from chunkstore.swarm.jsontext import parse_json
 from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
 from .errors import ApiError, ParamError, json_response
-from .params import decode_hex, parse_go_bool, parse_uint
+from .params import decimal_below, decode_hex, parse_go_bool, parse_uint
 from .routes_chainstate import current
 from .state import AppState, state_of
 
@@ -145,8 +145,8 @@ async def patch_label(request: web.Request) -> web.Response:
     require_admin(request, st.config.admin_token)
     batch, issuer = await _owned(st, _batch_id(request))
     try:
-        body = json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError):
+        body = parse_json(await request.read())
+    except ValueError:
         raise ApiError(400, "invalid request body") from None
     label = body.get("label") if isinstance(body, dict) else None
     if not isinstance(label, str) or not label.strip():
@@ -169,7 +169,10 @@ def _amount(request: web.Request, field: str = "amount") -> int:
     value = request.match_info[field]
     if not value or not value.isascii() or not value.isdigit():
         raise ParamError("path", field, value, "invalid syntax")
-    return int(value)
+    amount = decimal_below(value, 256)  # the postage contract's amounts are uint256
+    if amount is None:
+        raise ParamError("path", field, value, "value out of range")
+    return amount
 
 
 def _depth(request: web.Request) -> int:
@@ -245,6 +248,11 @@ def _dilute(st: AppState, batch_id: bytes, depth: int) -> None:
     # The contract spreads what is left of the batch over 2^(new - old) times the chunks.
     total = (store.reserve.chainstate or DEV_CHAINSTATE).total_amount
     left = max(0, batch.value - total) >> (depth - batch.depth)
+    if left == 0:
+        # Nothing left per chunk: the batch would expire on the spot and the reserve evict
+        # everything stamped with it. Refused, as an insufficient balance, rather than done.
+        raise ApiError(400, f"diluting to depth {depth} leaves the batch no balance per chunk: it would expire; "
+                            "top it up first or dilute less")
     store.batches.update(Batch(batch.id, batch.owner, depth, batch.bucket_depth, batch.immutable,
                                total + left, batch.start))
 

@@ -22,13 +22,13 @@ reference answers 500).
 from __future__ import annotations
 
 import datetime
-import json
 from typing import Any
 
 from aiohttp import web
 
 from chunkstore.store.errors import UnknownTag
 from chunkstore.store.tags import Tag
+from chunkstore.swarm.jsontext import parse_json
 
 from .errors import ApiError, ParamError, json_response
 from .params import decode_hex, parse_uint
@@ -128,7 +128,7 @@ def _patch_address(body: bytes) -> bytes | None:
     if not body.strip():
         return None
     try:
-        doc = json.loads(body)
+        doc = parse_json(body)
     except ValueError as exc:
         raise ApiError(400, f"error unmarshaling metadata: {exc}") from None
     if not isinstance(doc, dict):

@@ -38,6 +38,7 @@ from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.file import ChunkMissing, FileError, InvalidRange, InvalidReference, Joiner
 
 from .errors import ApiError, error_response, status_for
+from .params import decimal_below
 from .state import AppState, state_of
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,10 @@ def _parse_int(text: str) -> int | None:
     body = text[1:] if text[:1] in "+-" else text
     if not body or not body.isascii() or not body.isdigit():
         return None
-    value = int(text)
+    magnitude = decimal_below(body, 64)
+    if magnitude is None:
+        return None
+    value = -magnitude if text[:1] == "-" else magnitude
     return value if -(1 << 63) <= value < 1 << 63 else None
 
 

@@ -4,11 +4,13 @@ field, never a 500, the bytes shown escaped. Sent over a raw socket, since clien
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.errors import json_body, printable
+from api.logs import MalformedRequestFilter, quiet_malformed_requests
 from tests.api.helpers import Uploader
 from tests.api.test_api import build
 from tests.api.test_api_fuzz import _send_raw
@@ -112,3 +114,23 @@ def test_printable_escapes_everything_outside_printable_ascii():
 def test_json_body_survives_a_lone_surrogate():
     raw = json_body({"code": 400, "message": "bad \udce9"})
     assert json.loads(raw)["code"] == 400
+
+
+@pytest.mark.parametrize(("name", "value"), [(b"Swarm-Pin", b"1" * 9000), (b"Content-Type", b"text/plain\x01")])
+async def test_requests_the_parser_refuses_log_one_warning_without_a_traceback(raw, caplog, name, value):
+    """A fuzzing run found each such request logged by aiohttp as an error with a full traceback."""
+    send, _ = raw
+    quiet_malformed_requests()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="aiohttp.server"):
+            status, _, _ = await send(b"GET", b"/health", [(name, value)])
+    finally:
+        server = logging.getLogger("aiohttp.server")
+        for f in [f for f in server.filters if isinstance(f, MalformedRequestFilter)]:
+            server.removeFilter(f)
+    assert status == 400
+    records = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert records, "aiohttp logged nothing: the case no longer reaches its parser"
+    assert all(r.levelno == logging.WARNING and not r.exc_info for r in records), [
+        (r.levelname, r.getMessage()) for r in records]
+    assert "refused a malformed request from" in records[0].getMessage()

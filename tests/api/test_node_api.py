@@ -149,6 +149,22 @@ async def test_dev_mode_dilute_must_deepen(dev):
     await expect_error(await dev.patch(f"/stamps/topup/{os.urandom(32).hex()}/5"), 404, "issuer does not exist")
 
 
+async def test_dev_mode_dilute_that_would_expire_the_batch_is_refused(dev):
+    """A fuzzing run's ``PATCH /stamps/dilute/{id}/255`` left the batch nothing per chunk: it expired at once and
+    the reserve evicted what it stamped. Refused now, and the batch and its data stay as they were."""
+    batch_id = (await (await dev.post("/stamps/500000000/20")).json())["batchID"]
+    r = await dev.post("/bytes", data=b"kept data", headers={"Swarm-Postage-Batch-Id": batch_id})
+    reference = (await r.json())["reference"]
+    before = await (await dev.get(f"/batches/{batch_id}")).json()
+    await expect_error(await dev.patch(f"/stamps/dilute/{batch_id}/255"), 400, "would expire")
+    await expect_error(await dev.patch(f"/stamps/dilute/{batch_id}/49"), 400, "would expire")  # 2^29 > 5e8
+    assert await (await dev.get(f"/batches/{batch_id}")).json() == before
+    assert await (await dev.get(f"/bytes/{reference}")).read() == b"kept data"
+    r = await dev.patch(f"/stamps/dilute/{batch_id}/48")  # 500000000 >> 28 = 1: still something per chunk
+    assert r.status == 202
+    assert (await (await dev.get(f"/batches/{batch_id}")).json())["value"] == str(1000 + 1)
+
+
 def test_node_key_file_rules(tmp_path):
     signer = load_node_key(tmp_path)
     key_file = tmp_path / "node.key"

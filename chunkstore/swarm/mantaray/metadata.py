@@ -17,10 +17,10 @@ newlines).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
+from ..jsontext import parse_json
 from .errors import InvalidEntry, InvalidManifest
 
 _ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029\ud800-\udfff]')
@@ -70,7 +70,7 @@ def _clean(text: str) -> str:
 def decode_metadata(raw: bytes) -> dict[str, str] | None:
     """Parse fork metadata; ``None`` for JSON ``null``. Raises ``InvalidManifest``."""
     try:
-        value = json.loads(raw.decode("utf-8", "replace"))
+        value = parse_json(raw.decode("utf-8", "replace"))
     except ValueError as exc:
         raise InvalidManifest(f"fork metadata is not valid JSON: {exc}") from None
     if value is None:
