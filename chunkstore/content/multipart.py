@@ -93,6 +93,20 @@ def _headers(block: bytes) -> Message:
     return message
 
 
+def _raw(headers: Message, name: str) -> str:
+    """A header's value as received, "" when absent.
+
+    ``Message.get`` hands a value holding undecodable bytes (surrogate-escaped
+    here) back as an ``email.header.Header`` object; the raw string keeps the
+    bytes, which the manifest metadata writes as U+FFFD as the reference does.
+    """
+    wanted = name.lower()
+    for key, value in headers.raw_items():
+        if key.lower() == wanted:
+            return value
+    return ""
+
+
 def _param(headers: Message, name: str) -> str:
     value = headers.get_param(name, header="content-disposition")
     if value is None:
@@ -144,7 +158,7 @@ def iter_parts(reader: Reader, boundary: str) -> Iterator[IncomingFile]:
         if not path and headers.get_content_disposition() == "form-data" and form_name:
             path = form_name
         part = _PartReader(src, delimiter)
-        yield IncomingFile(path, headers.get("Content-Type", ""), part)
+        yield IncomingFile(path, _raw(headers, "Content-Type"), part)
         while part.read(_READ):  # whatever the consumer left of the part
             pass
         src.take(len(delimiter))

@@ -393,6 +393,74 @@ def _feed_manifest(st) -> bytes:
     return ref
 
 
+# ---------------------------------------------------------------- /bzz: metadata that no header may carry raw
+
+
+def _stored_metadata(ctx: Ctx, ref: str, path: str = "") -> dict[str, str]:
+    from chunkstore.content import load_manifest
+    from chunkstore.swarm.bzz import Serve, resolve_path
+
+    served = resolve_path(load_manifest(ctx.store, bytes.fromhex(ref)), path)
+    assert isinstance(served, Serve)
+    return dict(served.entry.metadata)
+
+
+async def _get_and_head(ctx: Ctx, url: str, data: bytes, want: dict[str, str]) -> None:
+    for method in ("GET", "HEAD"):
+        r = await ctx.client.request(method, url)
+        assert r.status == 200, (method, await r.text())
+        assert await r.read() == (data if method == "GET" else b"")
+        assert r.headers["Content-Length"] == str(len(data))
+        for name, value in want.items():
+            assert r.headers[name] == value, (method, name)
+        assert "X-Injected" not in r.headers
+
+
+@pytest.mark.parametrize(("name", "disposition"), [
+    ("a\r\nX-Injected: 1", 'inline; filename="a  X-Injected: 1"'),
+    ("a\nb", 'inline; filename="a b"'),
+    ("a\x00b", 'inline; filename="a b"'),
+    ("a\x01b", 'inline; filename="a b"'),
+    ('q"\x7f\\', 'inline; filename="q\\" \\\\"'),  # the quoting escapes stay
+], ids=["crlf", "lf", "nul", "soh", "quote-del-backslash"])
+async def test_bzz_file_name_with_control_characters_is_served(ctx: Ctx, name: str, disposition: str) -> None:
+    r = await ctx.client.post("/bzz", data=b"data", params={"name": name},
+                              headers={**upload_headers(), "Content-Type": "text/plain"})
+    assert r.status == 201, await r.text()
+    ref = (await r.json())["reference"]
+    assert _stored_metadata(ctx, ref)["Filename"] == name  # stored as given, as the reference stores it
+    await _get_and_head(ctx, f"/bzz/{ref}/", b"data",
+                        {"Content-Type": "text/plain", "Content-Disposition": disposition})
+
+
+MULTIPART_B = {**upload_headers(), "Content-Type": "multipart/form-data; boundary=b", "Swarm-Collection": "true"}
+
+
+@pytest.mark.parametrize(("raw", "stored", "served"), [
+    (b"text/\x01plain", "text/\x01plain", "text/ plain"),
+    (b"text/\x00plain", "text/\x00plain", "text/ plain"),
+    (b"text/\x7fplain", "text/\x7fplain", "text/ plain"),
+    (b"text/\xffplain", "text/\ufffdplain", "text/\ufffdplain"),  # invalid UTF-8 reads back as U+FFFD
+], ids=["soh", "nul", "del", "ff"])
+async def test_bzz_multipart_part_type_with_odd_bytes_is_served(ctx: Ctx, raw: bytes, stored: str, served: str) -> None:
+    body = (b'--b\r\nContent-Disposition: form-data; name="f"; filename="x.txt"\r\n'
+            b"Content-Type: " + raw + b"\r\n\r\ndata\r\n--b--\r\n")
+    r = await ctx.client.post("/bzz", data=body, headers=MULTIPART_B)
+    assert r.status == 201, await r.text()
+    ref = (await r.json())["reference"]
+    assert _stored_metadata(ctx, ref, "x.txt") == {"Content-Type": stored, "Filename": "x.txt"}
+    await _get_and_head(ctx, f"/bzz/{ref}/x.txt", b"data",
+                        {"Content-Type": served, "Content-Disposition": 'inline; filename="x.txt"'})
+
+
+async def test_bzz_multipart_part_type_with_invalid_utf8_is_no_python_object(ctx: Ctx) -> None:
+    body = b'--b\r\nContent-Disposition: form-data; name="f"\r\nContent-Type: text/\xffplain\r\n\r\nd\r\n--b--\r\n'
+    r = await ctx.client.post("/bzz", data=body, headers=MULTIPART_B)
+    text = await r.text()
+    assert "object at" not in text and "Header object" not in text
+    assert r.status == 201, text
+
+
 # ---------------------------------------------------------------- /bzz: refusals
 
 

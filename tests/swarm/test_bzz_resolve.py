@@ -15,6 +15,7 @@ from chunkstore.swarm.bzz import (
     feed_manifest,
     feed_pointer,
     file_manifest,
+    header_value,
     request_path,
     resolve_path,
 )
@@ -117,6 +118,38 @@ def test_single_file_named_with_dot_dot_serves_base_name() -> None:
 )
 def test_entry_headers(metadata: dict[str, str], want: tuple) -> None:
     assert entry_headers(metadata) == want
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        ("text/plain", "text/plain"),
+        ("a\r\nX-Injected: 1", "a  X-Injected: 1"),  # Go: CR and LF become spaces
+        ("a\x00b\x01c\x1fd\x7fe", "a b c d e"),  # what aiohttp refuses besides
+        ("a\tb", "a\tb"),  # tab is allowed
+        ("  \r\ntext/plain\n\t", "text/plain"),  # Go trims blanks at both ends after the replacement
+        ("x\udcffy", "x\ufffdy"),  # a lone surrogate cannot be written as UTF-8
+        ("caf\u00e9 \u2028", "caf\u00e9 \u2028"),
+        ("", ""),
+    ],
+)
+def test_header_value(raw: str, want: str) -> None:
+    assert header_value(raw) == want
+
+
+def test_header_value_leaves_nothing_aiohttp_refuses() -> None:
+    from aiohttp.http_writer import _py_serialize_headers
+    from multidict import CIMultiDict
+
+    every = "".join(chr(c) for c in range(0x100)) + "\ud800\udfff"
+    value = header_value(every)
+    _py_serialize_headers("HTTP/1.1 200 OK", CIMultiDict({"X": value}))  # raises on a forbidden character
+    assert all(c == "\t" or " " <= c for c in value)
+
+
+def test_entry_headers_are_header_safe() -> None:
+    metadata = {"Filename": 'a"\r\nX-Injected: 1\x00', "Content-Type": "text/\x01plain\r\n"}
+    assert entry_headers(metadata) == ("text/ plain", 'inline; filename="a\\"  X-Injected: 1 "')
 
 
 def test_request_path() -> None:

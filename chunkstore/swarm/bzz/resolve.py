@@ -26,6 +26,7 @@ root metadata, the prefix test and the fallback lookups it counts as
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -87,13 +88,33 @@ def _quote_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+# What aiohttp refuses in a header ("Forbidden control character detected in headers"): C0 controls but
+# tab, and DEL. Lone surrogates cannot be written as UTF-8 at all.
+_HEADER_FORBIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def header_value(value: str) -> str:
+    """``value`` made writable as a response header, as the reference node's ``net/http`` writes it.
+
+    Go replaces CR and LF with a space and trims leading and trailing blanks
+    (``textproto.TrimString``); the other control characters aiohttp refuses,
+    which Go would send raw, become a space too, and a lone surrogate U+FFFD.
+    Metadata can come from any node's manifest, so whatever it holds must not
+    fail the answer.
+    """
+    value = value.replace("\r", " ").replace("\n", " ").strip(" \t")
+    return _SURROGATE.sub("\ufffd", _HEADER_FORBIDDEN.sub(" ", value))
+
+
 def entry_headers(metadata: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """``(Content-Type, Content-Disposition)`` for an entry's metadata (either may be absent)."""
+    """``(Content-Type, Content-Disposition)`` for an entry's metadata (either may be absent), header-safe."""
+    content_type = metadata.get(CONTENT_TYPE_KEY)
     disposition = None
     filename = metadata.get(FILENAME_KEY)
     if filename is not None:
-        disposition = f'inline; filename="{_quote_escape(go_base(filename))}"'
-    return metadata.get(CONTENT_TYPE_KEY), disposition
+        disposition = header_value(f'inline; filename="{_quote_escape(go_base(filename))}"')
+    return None if content_type is None else header_value(content_type), disposition
 
 
 def _serve(path: str, entry: Entry) -> Serve:
