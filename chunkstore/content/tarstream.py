@@ -7,7 +7,9 @@ regular file's data goes straight into the splitter. What is understood
 
 - USTAR headers (name with its 155-byte prefix), old V7 headers, GNU
   headers (``L`` long names; base-256 sizes), PAX extended headers (``x``:
-  ``path`` and ``size``; ``g`` global headers are skipped);
+  ``path`` and ``size``, a size in ASCII digits only; ``g`` global headers
+  are skipped); a long name, long link or PAX header of more than 1 MiB
+  (``MAX_SPECIAL_SIZE``, Go's limit) is refused before its data is read;
 - regular files (type ``0``, NUL, and ``7`` contiguous) are yielded;
   directories, links, devices and the rest are skipped with their data,
   as the reference node skips every entry that is not a regular file;
@@ -25,13 +27,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chunkstore.swarm.tarheader import BLOCK, TarHeaderError, checksum_matches, number, pax_records, text
+from chunkstore.swarm.tarheader import (
+    BLOCK,
+    TarHeaderError,
+    checksum_matches,
+    number,
+    pax_decimal,
+    pax_records,
+    text,
+)
 
 from .errors import InvalidCollection
 from .files import Reader
 
 _REGULAR = (b"0", b"\0", b"7")
 _SKIPPED_DATA = 1 << 20  # bytes read at a time when skipping an entry's data
+_SPECIAL = {b"L": "GNU long name", b"K": "GNU long link name", b"x": "PAX extended header", b"g": "PAX global header"}
+# The most a special entry (above) may declare; it is read whole into memory, so its size is checked
+# before any of its data is read. 1 MiB is Go's ``maxSpecialFileSize``: archive/tar, which the
+# reference node reads uploads with, refuses larger ones with ErrFieldTooLong. No smaller bound: the
+# manifest's 65535-byte metadata limit applies only to the last path segment (``Filename``); the path
+# itself goes into the trie in 30-byte fork prefixes, so a longer name made of short segments can be
+# stored, and refusing it would refuse archives the reference node takes.
+MAX_SPECIAL_SIZE = 1 << 20
 
 
 @dataclass
@@ -113,7 +131,11 @@ class TarStream:
             typeflag = block[156:157]
             try:
                 size = number(block[124:136], "size")
-                if typeflag in (b"L", b"x", b"g", b"K"):
+                if typeflag in _SPECIAL:
+                    if size > MAX_SPECIAL_SIZE:
+                        raise TarHeaderError(
+                            f"{_SPECIAL[typeflag]} of {size} bytes is too long (at most {MAX_SPECIAL_SIZE})"
+                        )
                     data = self._data(size)
                     if typeflag == b"L":
                         long_name = text(data)
@@ -133,9 +155,9 @@ class TarStream:
                 name = pax["path"]
             if "size" in pax:
                 try:
-                    size = int(pax["size"])
-                except ValueError:
-                    raise InvalidCollection(f"tar PAX header before offset {start}: bad size") from None
+                    size = pax_decimal(pax["size"], "size")
+                except TarHeaderError as exc:
+                    raise InvalidCollection(f"tar PAX header before offset {start}: {exc}") from None
             long_name = None
             pax = {}
             if typeflag not in _REGULAR or (typeflag == b"\0" and name.endswith("/")):  # V7: a trailing / is a directory

@@ -88,18 +88,34 @@ def checksum_matches(block: bytes | bytearray, computed: int | None = None) -> b
     return stored == _signed_checksum(block)
 
 
+def pax_decimal(value: str, what: str) -> int:
+    """A PAX record's decimal value (``size``): ASCII digits only, below 2**63 as Go's ``ParseInt`` needs.
+
+    Python's ``int()`` would also take ``1_0``, ``-1``, ``+1``, surrounding
+    whitespace and non-ASCII digits; Go's reader refuses ``-1`` and ``1_0``.
+    """
+    significant = value.lstrip("0")
+    if not (value.isascii() and value.isdigit()) or len(significant) > 19 or int(significant or "0") >= 1 << 63:
+        raise TarHeaderError(f"PAX {what} {value[:40]!r} is not a decimal number below 2**63")
+    return int(significant or "0")
+
+
 def pax_records(body: bytes) -> dict[str, str]:
     """The records of a PAX extended header: ``"<length> <key>=<value>\\n"``, each length counting itself."""
     records: dict[str, str] = {}
+    most_digits = len(str(len(body)))
     pos = 0
     while pos < len(body):
         space = body.find(b" ", pos)
         if space < 0:
             break
-        try:
-            length = int(body[pos:space])
-        except ValueError:
-            raise TarHeaderError("malformed PAX record length") from None
+        digits = body[pos:space]
+        # ASCII digits only: int() would also take "1_0", "+5", " 5" and other Unicode digits. A length
+        # with more significant digits than the body's own length cannot fit: refused before converting.
+        significant = digits.lstrip(b"0")
+        if not digits.isdigit() or len(significant) > most_digits:
+            raise TarHeaderError(f"malformed PAX record length {digits[:20]!r}")
+        length = int(significant or b"0")
         record = body[space + 1 : pos + length]
         if length <= 0 or pos + length > len(body) or not record.endswith(b"\n") or b"=" not in record:
             raise TarHeaderError(f"malformed PAX record (length {length})")

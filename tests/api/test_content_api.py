@@ -524,6 +524,29 @@ async def test_bzz_long_names_gnu_and_pax(ctx):
     assert len(refs) == 1
 
 
+async def test_bzz_tar_with_an_oversized_long_name_is_refused_before_reading_it(ctx: Ctx) -> None:
+    import tarfile
+
+    # The GNU long name declares 64 MiB; the body stops after 4 KiB of it: refused on the header alone.
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, 64 << 20
+    tar = info.tobuf(tarfile.GNU_FORMAT) + b"n" * 4096
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    await expect_error(r, 400, r"GNU long name of 67108864 bytes is too long \(at most 1048576\)")
+    assert ctx.store.stats()["chunks"] == 0
+
+
+async def test_bzz_tar_long_name_under_the_bound_meets_the_metadata_rule(ctx: Ctx) -> None:
+    import tarfile
+
+    # Read whole (it is under 1 MiB), then refused as before: its last segment is the manifest's Filename.
+    tar = make_tar([("n" * ((1 << 20) - 1), b"x")], fmt=tarfile.GNU_FORMAT)
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    await expect_error(r, 400, "metadata is 1048638 bytes serialised; at most 65535")
+
+
 async def test_bzz_file_name_must_not_start_with_a_slash(ctx):
     r = await ctx.client.post("/bzz", data=b"x", params={"name": "/abs"}, headers=upload_headers(
         **{"Content-Type": "text/plain"}))
