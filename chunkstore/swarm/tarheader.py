@@ -89,13 +89,15 @@ def checksum_matches(block: bytes | bytearray, computed: int | None = None) -> b
 
 
 def pax_decimal(value: str, what: str) -> int:
-    """A PAX record's decimal value (``size``): ASCII digits only, below 2**63 as Go's ``ParseInt`` needs.
+    """A PAX record's decimal value (``size``): ASCII digits after an optional ``+``, below 2**63, as Go's
+    ``ParseInt`` takes it and its reader then accepts it (no negative size).
 
-    Python's ``int()`` would also take ``1_0``, ``-1``, ``+1``, surrounding
-    whitespace and non-ASCII digits; Go's reader refuses ``-1`` and ``1_0``.
+    Python's ``int()`` would also take ``1_0``, surrounding whitespace and
+    non-ASCII digits; Go's reader refuses them, and ``-1``.
     """
-    significant = value.lstrip("0")
-    if not (value.isascii() and value.isdigit()) or len(significant) > 19 or int(significant or "0") >= 1 << 63:
+    digits = value[1:] if value[:1] == "+" else value
+    significant = digits.lstrip("0")
+    if not (digits.isascii() and digits.isdigit()) or len(significant) > 19 or int(significant or "0") >= 1 << 63:
         raise TarHeaderError(f"PAX {what} {value[:40]!r} is not a decimal number below 2**63")
     return int(significant or "0")
 

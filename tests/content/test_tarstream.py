@@ -113,7 +113,7 @@ def test_tarfile_long_names_still_read() -> None:
         assert entries(io.BytesIO(buf.getvalue())) == [(name, b"long")]
 
 
-@pytest.mark.parametrize("size", ["1_0", "-1", "+10", " 10", "10 ", "", "0x10", "1e1", "١٠", "9" * 20])
+@pytest.mark.parametrize("size", ["1_0", "-1", "+", "++10", " 10", "10 ", "", "0x10", "1e1", "١٠", "9" * 20])
 def test_pax_size_must_be_ascii_digits(size: str) -> None:
     body = pax_body(size=size)
     tar = header("PaxHeader", b"x", len(body)) + padded(body) + regular("a.txt", b"a" * 10) + bytes(2 * BLOCK)
@@ -121,8 +121,9 @@ def test_pax_size_must_be_ascii_digits(size: str) -> None:
         entries(io.BytesIO(tar))
 
 
-def test_pax_size_in_digits_is_used() -> None:
-    body = pax_body(size="0010")
+@pytest.mark.parametrize("size", ["0010", "+10"])  # Go's ParseInt takes a leading zero and a plus sign
+def test_pax_size_in_digits_is_used(size: str) -> None:
+    body = pax_body(size=size)
     tar = header("PaxHeader", b"x", len(body)) + padded(body) + regular("a.txt", b"a" * 10) + bytes(2 * BLOCK)
     assert entries(io.BytesIO(tar)) == [("a.txt", b"a" * 10)]
 
