@@ -90,7 +90,10 @@ class Node:
 
     def update_path_separator_flag(self, path: bytes) -> None:
         # Set only when a separator occurs after the first byte: a prefix that merely starts with "/" does not count.
-        if path.find(PATH_SEPARATOR) > 0:
+        self.set_path_separator_flag(path.find(PATH_SEPARATOR) > 0)
+
+    def set_path_separator_flag(self, present: bool) -> None:
+        if present:
             self.node_type |= TYPE_WITH_PATH_SEPARATOR
         else:
             self.node_type &= ~TYPE_WITH_PATH_SEPARATOR & 0xFF
