@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from chunkstore.swarm.digits import decimal_below
+
 from .errors import ParamError, printable
 
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -38,20 +40,6 @@ def decode_hex(where: str, field: str, value: str, size: int | None = None, max_
     if max_size is not None and len(raw) > max_size:
         raise ParamError(where, field, value, f"at most {max_size} bytes ({2 * max_size} hex characters), got {len(raw)}")
     return raw
-
-
-def decimal_below(digits: str, bits: int) -> int | None:
-    """The value of ASCII decimal ``digits`` when it is below ``2**bits``, else None.
-
-    Leading zeros count for nothing, as in Go. The length is checked before
-    converting: Python refuses (ValueError) to convert more than 4,300 digits,
-    and any value that long is out of every range here anyway.
-    """
-    significant = digits.lstrip("0")
-    if len(significant) > len(str(1 << bits)):
-        return None
-    n = int(significant or "0")
-    return n if n < 1 << bits else None
 
 
 def parse_uint(where: str, field: str, value: str, bits: int = 64) -> int:

@@ -47,12 +47,13 @@ from chunkstore.reserve import ChainState, ReserveStore, batch_ttl
 from chunkstore.store.batchstore import Batch
 from chunkstore.store.issuers import IssuerInfo
 from chunkstore.swarm.constants import MAX_BATCH_DEPTH, NETWORK_BUCKET_DEPTH
+from chunkstore.swarm.digits import decimal_below
 from chunkstore.swarm.jsontext import parse_json
 from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
 from .errors import ApiError, ParamError, json_response
-from .params import decimal_below, decode_hex, parse_go_bool, parse_uint
+from .params import decode_hex, parse_go_bool, parse_uint
 from .routes_chainstate import current
 from .state import AppState, state_of
 

@@ -34,11 +34,11 @@ from aiohttp import web
 
 from chunkstore.store.errors import ChunkNotFound
 from chunkstore.swarm.bzz.sniff import SNIFF_LENGTH, detect_content_type
+from chunkstore.swarm.digits import decimal_below
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.file import ChunkMissing, FileError, InvalidRange, InvalidReference, Joiner
 
 from .errors import ApiError, error_response, status_for
-from .params import decimal_below
 from .state import AppState, state_of
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import zlib
 
+from .digits import decimal_below
+
 BLOCK = 512
 CHECKSUM = slice(148, 156)
 BLANK_CHECKSUM = 8 * ord(" ")  # the checksum field counts as spaces in its own sum (and is all of an empty block's)
@@ -96,28 +98,25 @@ def pax_decimal(value: str, what: str) -> int:
     non-ASCII digits; Go's reader refuses them, and ``-1``.
     """
     digits = value[1:] if value[:1] == "+" else value
-    significant = digits.lstrip("0")
-    if not (digits.isascii() and digits.isdigit()) or len(significant) > 19 or int(significant or "0") >= 1 << 63:
+    n = decimal_below(digits, 63) if digits.isascii() and digits.isdigit() else None
+    if n is None:
         raise TarHeaderError(f"PAX {what} {value[:40]!r} is not a decimal number below 2**63")
-    return int(significant or "0")
+    return n
 
 
 def pax_records(body: bytes) -> dict[str, str]:
     """The records of a PAX extended header: ``"<length> <key>=<value>\\n"``, each length counting itself."""
     records: dict[str, str] = {}
-    most_digits = len(str(len(body)))
     pos = 0
     while pos < len(body):
         space = body.find(b" ", pos)
         if space < 0:
             break
         digits = body[pos:space]
-        # ASCII digits only: int() would also take "1_0", "+5", " 5" and other Unicode digits. A length
-        # with more significant digits than the body's own length cannot fit: refused before converting.
-        significant = digits.lstrip(b"0")
-        if not digits.isdigit() or len(significant) > most_digits:
+        # ASCII digits only (bytes.isdigit): int() would also take "1_0", "+5", " 5" and other digits.
+        length = decimal_below(digits.decode("ascii"), 63) if digits.isdigit() else None
+        if length is None:
             raise TarHeaderError(f"malformed PAX record length {digits[:20]!r}")
-        length = int(significant or b"0")
         record = body[space + 1 : pos + length]
         if length <= 0 or pos + length > len(body) or not record.endswith(b"\n") or b"=" not in record:
             raise TarHeaderError(f"malformed PAX record (length {length})")

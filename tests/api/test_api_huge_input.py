@@ -13,8 +13,9 @@ import base64
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from api.params import decimal_below, parse_int, parse_uint
+from api.params import parse_int, parse_uint
 from api.serve import RangeNotSatisfiable, parse_range
+from chunkstore.swarm.digits import decimal_below
 from chunkstore.swarm.jsontext import parse_json
 from chunkstore.swarm.mantaray.errors import InvalidManifest
 from chunkstore.swarm.mantaray.metadata import decode_metadata
