@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from chunkstore.swarm.mantaray import Entry, Manifest, ManifestError, ManifestNotFound
+from chunkstore.swarm.mantaray.metadata import without_surrogates
 
 from .layout import (
     CONTENT_TYPE_KEY,
@@ -91,7 +92,6 @@ def _quote_escape(text: str) -> str:
 # What aiohttp refuses in a header ("Forbidden control character detected in headers"): C0 controls but
 # tab, and DEL. Lone surrogates cannot be written as UTF-8 at all.
 _HEADER_FORBIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def header_value(value: str) -> str:
@@ -104,7 +104,7 @@ def header_value(value: str) -> str:
     fail the answer.
     """
     value = value.replace("\r", " ").replace("\n", " ").strip(" \t")
-    return _SURROGATE.sub("\ufffd", _HEADER_FORBIDDEN.sub(" ", value))
+    return without_surrogates(_HEADER_FORBIDDEN.sub(" ", value))
 
 
 def entry_headers(metadata: Mapping[str, str]) -> tuple[str | None, str | None]:

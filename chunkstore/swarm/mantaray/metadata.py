@@ -62,7 +62,7 @@ def encode_metadata(metadata: Mapping[str, str]) -> bytes:
     return ("{" + ",".join(parts) + "}").encode("utf-8")
 
 
-def _clean(text: str) -> str:
+def without_surrogates(text: str) -> str:
     # Go decodes an unpaired \\ud800-style escape to U+FFFD; Python keeps the lone surrogate.
     return _SURROGATE.sub("\ufffd", text)
 
@@ -83,5 +83,5 @@ def decode_metadata(raw: bytes) -> dict[str, str] | None:
             item = ""
         elif not isinstance(item, str):
             raise InvalidManifest(f"fork metadata value of {key!r} is not a string")
-        out[_clean(key)] = _clean(item)
+        out[without_surrogates(key)] = without_surrogates(item)
     return out
