@@ -29,6 +29,7 @@ from chunkstore.swarm.tarheader import (
     checksum_matches,
     computed_checksum,
     number,
+    pax_decimal,
     pax_records,
     stored_checksum,
     text,
@@ -168,9 +169,9 @@ class TarReader:
                     name = pax.get("path", long_name or name)
                     if "size" in pax:
                         try:
-                            size = int(pax["size"])
-                        except ValueError:
-                            raise CorruptInput(f"{self._where()}: PAX size {pax['size']!r} is not a number") from None
+                            size = pax_decimal(pax["size"], "size")
+                        except TarHeaderError as exc:
+                            raise CorruptInput(f"{self._where()}: {exc}") from None
                 self._size = size
                 return name, size
             if kind in (ord("x"), ord("g"), ord("L")):

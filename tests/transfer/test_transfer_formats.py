@@ -135,3 +135,27 @@ def test_ring_hands_out_exact_ranges_oldest_first():
         assert ring.array[5:8].tobytes() == b"abc"
     finally:
         ring.close()
+
+
+def _pax_sized(size: str) -> bytes:
+    """One PAX entry of five bytes whose extended header says ``size=<size>``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("a" * 64)
+        info.size = 5
+        info.pax_headers = {"size": size}
+        tar.addfile(info, io.BytesIO(b"12345"))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("size", ["5", "005", "+5"])
+def test_pax_size_is_read_as_go_reads_it(size):
+    got, _ = _read_all(_pax_sized(size))
+    assert got == [("a" * 64, b"12345")]
+
+
+@pytest.mark.parametrize("size", ["0_5", "-5", " 5", "5 ", "٥", "9" * 5000])
+def test_pax_size_go_refuses_is_corrupt_input(size):
+    """``int()`` took ``0_5`` and Unicode digits, and raised an unexpected ValueError past 4,300 digits."""
+    with pytest.raises(CorruptInput, match="PAX size .* not a decimal number"):
+        _read_all(_pax_sized(size))
