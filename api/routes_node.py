@@ -105,19 +105,34 @@ async def wallet(request: web.Request) -> web.Response:
     )
 
 
+# The redistribution game's clock, in blocks (the reference node's storage incentives agent): a round
+# of 152 blocks, commit in its first quarter, reveal in the second, claim in the rest.
+BLOCKS_PER_ROUND = 152
+BLOCKS_PER_PHASE = BLOCKS_PER_ROUND // 4
+
+
+def redistribution_phase(block: int) -> tuple[int, str]:
+    """(round, phase name) of ``block`` as the reference's agent names them; clients check the name."""
+    into = block % BLOCKS_PER_ROUND
+    phase = "commit" if into < BLOCKS_PER_PHASE else "reveal" if into < 2 * BLOCKS_PER_PHASE else "claim"
+    return block // BLOCKS_PER_ROUND, phase
+
+
 async def redistribution_state(request: web.Request) -> web.Response:
     st = state_of(request)
     chain = await st.run(lambda: st.store.reserve.chainstate)
     recent = st.metrics.recent_samples.runs()
     last = recent[-1].duration if recent else 0.0
+    # Without a chain state the block is 0: round 0's commit phase, also the reference's zero value.
+    round_number, phase = redistribution_phase(0 if chain is None else chain.block)
     return json_response(
         {
             "minimumGasFunds": "0",
             "hasSufficientFunds": False,
             "isFrozen": False,
             "isFullySynced": True,
-            "phase": "",
-            "round": 0,
+            "phase": phase,
+            "round": round_number,
             "lastWonRound": 0,
             "lastPlayedRound": 0,
             "lastFrozenRound": 0,

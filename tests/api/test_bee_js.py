@@ -101,6 +101,10 @@ def test_bee_js_drives_the_daemon(daemon: Daemon, client: str, version: str, api
     assert r["isSupportedExactVersion"] is False  # not a Bee build
     assert r["isConnected"] is True and r["isGateway"] is False
 
+    # the redistribution state parses: bee-js 12.1 refused the empty phase the daemon used to send
+    rs = r["redistributionState"]
+    assert rs["phase"] in ("commit", "reveal", "claim") and rs["round"] == rs["block"] // 152, rs
+
     # status and reserve state, as bee-js parsed them
     check_status(r["statusBefore"])
     check_status(r["statusAfter"])

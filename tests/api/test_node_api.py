@@ -64,6 +64,22 @@ async def test_addresses_node_topology_stake_wallet(client):
     assert wallet["bzzBalance"] == "0" and wallet["walletAddress"] == "0x" + signer.address.hex()
     state = await (await client.get("/redistributionstate")).json()
     assert state["isFrozen"] is False and state["reward"] == "0"
+    # bee-js 12.1 refuses an empty phase ("Expected string for phase"): a phase name, as the reference sends
+    assert (state["phase"], state["round"], state["block"]) == ("commit", 0, 0)
+
+
+@pytest.mark.parametrize(("block", "round_number", "phase"), [
+    (0, 0, "commit"), (37, 0, "commit"), (38, 0, "reveal"), (75, 0, "reveal"), (76, 0, "claim"), (151, 0, "claim"),
+    (152, 1, "commit"), (1000 * 152 + 40, 1000, "reveal"),
+])
+async def test_redistribution_state_names_the_round_and_phase_of_the_block(tmp_path, block, round_number, phase):
+    from chunkstore.reserve import ChainState
+
+    app, store = content_app(tmp_path)
+    store.reserve.set_chainstate(ChainState(block=block, total_amount=0, current_price=24000))
+    async with TestClient(TestServer(app)) as c:
+        state = await (await c.get("/redistributionstate")).json()
+    assert (state["block"], state["round"], state["phase"]) == (block, round_number, phase)
 
 
 async def test_stamps_of_the_node(client):

@@ -117,6 +117,9 @@ async function main() {
   step = 'getReserveState'
   results.reserveState = plain(await bee.getReserveState())
 
+  step = 'getRedistributionState'
+  results.redistributionState = plain(await bee.getRedistributionState())
+
   // /chainstate is optional for this daemon: record what happened rather than fail here;
   // the Python test decides (it requires success when the daemon serves the route).
   step = 'getChainState'
