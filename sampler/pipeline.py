@@ -107,7 +107,7 @@ class _PoolHolder:
                 ctx = _mp_context()
                 counters = ctx.Array("q", PROGRESS_SLOTS, lock=True)
                 pool = self._pools[size] = ProcessPoolExecutor(
-                    max_workers=size, mp_context=ctx, initializer=init_worker, initargs=(counters,)
+                    max_workers=size, mp_context=ctx, initializer=init_worker, initargs=(counters, os.getpid())
                 )
                 self._counters[id(pool)] = counters
                 self._free[id(pool)] = list(range(PROGRESS_SLOTS))

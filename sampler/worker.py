@@ -78,6 +78,7 @@ from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import MAX_CAC_SIZE, SOC_HEADER_SIZE, SPAN_SIZE, ChunkType
 from chunkstore.swarm.directio import aligned_buffer, open_direct
+from chunkstore.swarm.lifeline import exit_with
 
 from .blocks import BlockColumns
 from .candidates import Candidate, CandidateSet, Key
@@ -105,10 +106,13 @@ PROGRESS_EVERY = 4096  # entries between two progress reports (at the next hashe
 _progress: Any = None
 
 
-def init_worker(progress: Any) -> None:
-    """Pool initializer: keep the pool's shared ``int64`` counter array (a locked ``Array``)."""
+def init_worker(progress: Any, master: int | None = None) -> None:
+    """Pool initializer: keep the pool's shared ``int64`` counter array (a locked ``Array``), and exit
+    when the ``master`` process (the daemon that made the pool) does (see ``lifeline``)."""
     global _progress
     _progress = progress
+    if master is not None:
+        exit_with(master)
 
 
 def _slot_reporter(slot: int) -> Callable[[int], None] | None:

@@ -21,6 +21,7 @@ py-lmdb 3). ``Workers(0, ...)`` runs the same tasks in the calling process
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
 import traceback
 import zlib
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from chunkstore.swarm.constants import STAMP_SIZE
+from chunkstore.swarm.lifeline import exit_with
 
 from .budget import peak_rss_bytes
 from .bufferpool import RingHandle, SharedRing, attach
@@ -137,8 +139,11 @@ class TaskRunner:
         return self._verdict(status, kinds, record)
 
 
-def worker_main(conn: Any, handle: RingHandle, table: BatchTable) -> None:
-    """A worker process: map the ring, then answer tasks until told to stop (None)."""
+def worker_main(conn: Any, handle: RingHandle, table: BatchTable, importer: int | None = None) -> None:
+    """A worker process: map the ring, then answer tasks until told to stop (None), or until the
+    ``importer`` process dies (a killed importer's pipe never ends here: see ``lifeline``)."""
+    if importer is not None:
+        exit_with(importer)
     _mapping, ring = attach(handle)  # unmapped when the process exits
     try:
         runner = TaskRunner(ring, table)
@@ -186,7 +191,7 @@ class Workers:
             for _ in range(count):
                 parent, child = ctx.Pipe()
                 handle = ring.inherited_handle() if forked else ring.handle_for_child()
-                proc = ctx.Process(target=worker_main, args=(child, handle, table), daemon=True)
+                proc = ctx.Process(target=worker_main, args=(child, handle, table, os.getpid()), daemon=True)
                 proc.start()
                 child.close()
                 self._procs.append(proc)
