@@ -14,12 +14,21 @@ Anything else is refused before a position is taken: ``UnknownBatch`` for a
 batch the store does not know, ``NotNodeBatch`` for one owned by someone
 else (the node cannot sign for it). Thread-safe: positions come from one
 LMDB write transaction per call, timestamps from a lock-protected clock.
+
+Concurrent uploads of the same chunk share its position, as the reference's
+stamper (which records the chunk's stamp item when it stamps) makes them: a
+call picks positions under its batch's lock and remembers what it gave each
+address until the store holds the chunk (``_given``, bounded: past the bound,
+an upload that never stored its chunk only costs a position, as it did
+before). Without it, two uploads of one chunk both found it absent from the
+store and took two positions.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from chunkstore.store.batchstore import Batch
@@ -31,6 +40,8 @@ from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp, split_index
 from .errors import NotNodeBatch
 
 Clock = Callable[[], int]  # Unix nanoseconds
+
+GIVEN_BOUND = 1 << 16  # positions remembered for addresses the store may not hold yet (about 6 MB)
 
 
 class NodeStamper:
@@ -48,6 +59,8 @@ class NodeStamper:
         self._clock = clock
         self._lock = threading.Lock()
         self._last_ns = 0
+        self._batch_locks: dict[bytes, threading.Lock] = {}
+        self._given: OrderedDict[tuple[bytes, bytes], tuple[int, int]] = OrderedDict()  # (batch, address) -> slot
 
     @property
     def owner(self) -> bytes:
@@ -72,11 +85,28 @@ class NodeStamper:
         return list(range(start, start + n))
 
     def _held(self, address: bytes, batch_id: bytes) -> tuple[int, int] | None:
-        """The (bucket, position) this batch already holds for ``address`` in the store, if any."""
+        """The (bucket, position) this batch already holds for ``address``: in the store, or given to an
+        upload that may not have stored the chunk yet."""
+        given = self._given.get((batch_id, address))
+        if given is not None:
+            return given
         for stamp in self.store.stamps_of(address):
             if stamp.batch_id == batch_id:
                 return split_index(stamp.index)
         return None
+
+    def _batch_lock(self, batch_id: bytes) -> threading.Lock:
+        with self._lock:
+            lock = self._batch_locks.get(batch_id)
+            if lock is None:
+                lock = self._batch_locks[batch_id] = threading.Lock()
+            return lock
+
+    def _remember(self, batch_id: bytes, slots: dict[bytes, tuple[int, int]]) -> None:
+        for address, slot in slots.items():
+            self._given[(batch_id, address)] = slot
+        while len(self._given) > GIVEN_BOUND:
+            self._given.popitem(last=False)
 
     def stamp(self, batch_id: bytes, addresses: Sequence[bytes]) -> list[Stamp]:
         """One stamp per address (in order) from batch ``batch_id``; positions are durable when it returns.
@@ -86,30 +116,24 @@ class NodeStamper:
         this call is kept).
         """
         batch = self.batch(batch_id)
-        slots: list[tuple[int, int] | None] = []
-        new_buckets: list[int] = []
-        seen: dict[bytes, int] = {}
         for i, address in enumerate(addresses):
             if len(address) != ADDRESS_SIZE:
                 raise ValueError(f"address {i} is {len(address)} bytes; must be {ADDRESS_SIZE}")
-            address = bytes(address)
-            if address in seen:  # the same chunk twice in one call shares one slot
-                slots.append(slots[seen[address]])
-                continue
-            seen[address] = i
-            held = self._held(address, batch.id)
-            if held is None:
-                new_buckets.append(bucket_of(address, batch.bucket_depth))
-            slots.append(held)
-        positions = iter(self.store.issuers.reserve(batch, new_buckets))
+        with self._batch_lock(batch.id):  # held until the new positions are remembered; signing comes after
+            slots: dict[bytes, tuple[int, int] | None] = {}  # the same chunk twice in one call shares one slot
+            new: list[bytes] = []
+            for address in map(bytes, addresses):
+                if address not in slots:
+                    slots[address] = held = self._held(address, batch.id)
+                    if held is None:
+                        new.append(address)
+            positions = self.store.issuers.reserve(batch, [bucket_of(a, batch.bucket_depth) for a in new])
+            given = {a: (bucket_of(a, batch.bucket_depth), p) for a, p in zip(new, positions, strict=True)}
+            self._remember(batch.id, given)
+        slots.update(given)
         stamps = []
-        resolved: dict[bytes, tuple[int, int]] = {}
-        for address, slot, ts in zip(addresses, slots, self._timestamps(len(addresses)), strict=True):
-            address = bytes(address)
-            if slot is None:
-                slot = resolved.get(address)
-                if slot is None:
-                    slot = (bucket_of(address, batch.bucket_depth), next(positions))
-                    resolved[address] = slot
+        for address, ts in zip(map(bytes, addresses), self._timestamps(len(addresses)), strict=True):
+            slot = slots[address]
+            assert slot is not None  # every new address got a position above
             stamps.append(sign_stamp(self.signer, address, batch.id, slot[0], slot[1], ts))
         return stamps

@@ -140,3 +140,43 @@ def test_bucket_of_matches_the_issuer(node):
     address = os.urandom(32)
     stamp = node.stamper.stamp(node.batch.id, [address])[0]
     assert stamp.bucket == bucket_of(address, 16)
+
+
+def test_concurrent_uploads_of_one_chunk_share_its_position(node, monkeypatch):
+    """A crash sweep's concurrent uploads of one file stored 181 chunks under 182 stamps: both uploads
+    found the shared chunk absent from the store and each took a position for it."""
+    import threading
+    import time
+
+    address, data = make_cac(b"uploaded twice at once")
+    real = node.store.issuers.reserve
+
+    def slow(batch, buckets):
+        time.sleep(0.05)  # both calls look the chunk up before either has its position
+        return real(batch, buckets)
+
+    monkeypatch.setattr(node.store.issuers, "reserve", slow)
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(node.stamper.stamp(node.batch.id, [address])[0]))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0].index == got[1].index
+    assert sum(node.store.issuers.bucket_counts(node.batch.id, 16)) == 1
+    newer = max(got, key=lambda s: s.timestamp_ns)
+    node.store.put(data, min(got, key=lambda s: s.timestamp_ns))
+    node.store.put(data, newer)  # the later upload's stamp replaces its own slot
+    assert [s.index for s in node.store.stamps_of(address)] == [newer.index]
+
+
+def test_positions_given_but_never_stored_are_remembered_within_a_bound(node, monkeypatch):
+    from chunkstore.content import stamper
+
+    monkeypatch.setattr(stamper, "GIVEN_BOUND", 4)
+    first = [os.urandom(32) for _ in range(6)]
+    taken = node.stamper.stamp(node.batch.id, first)
+    again = node.stamper.stamp(node.batch.id, first)  # none stored: the last four are remembered
+    assert [s.index for s in again[2:]] == [s.index for s in taken[2:]]
+    assert all(a.index != t.index for a, t in zip(again[:2], taken[:2], strict=True))
