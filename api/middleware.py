@@ -10,6 +10,7 @@ header the daemon reads before any handler runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -39,6 +40,9 @@ def _route_name(request: web.Request) -> str:
     return canonical.removeprefix("/v1") or "/"
 
 
+CLIENT_CLOSED = 499  # nginx's "client closed request": what the access log and metrics record for a cut-off request
+
+
 @web.middleware
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Time every request into the metrics and write one structured access-log line."""
@@ -54,6 +58,11 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
         return resp
     except web.HTTPException as exc:
         status = exc.status
+        raise
+    except asyncio.CancelledError:
+        # Cut off (the client went away, or shutdown's drain timeout ran out): no answer was sent,
+        # and counting it as a 500 would show the daemon failing where it did not.
+        status = CLIENT_CLOSED
         raise
     finally:
         st.request_finished()

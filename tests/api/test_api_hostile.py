@@ -134,3 +134,26 @@ async def test_requests_the_parser_refuses_log_one_warning_without_a_traceback(r
     assert all(r.levelno == logging.WARNING and not r.exc_info for r in records), [
         (r.levelname, r.getMessage()) for r in records]
     assert "refused a malformed request from" in records[0].getMessage()
+
+
+async def test_a_cut_off_request_is_counted_499_not_500(tmp_path):
+    """A crash sweep's upload cut off by shutdown's drain timeout was logged and counted as a 500."""
+    import asyncio
+
+    from aiohttp.test_utils import make_mocked_request
+
+    from api.middleware import access_middleware
+    from api.state import STATE
+
+    app, _ = build(tmp_path)
+    async with TestClient(TestServer(app)):  # a started app: its state and metrics exist
+
+        async def cut_off(_request):
+            raise asyncio.CancelledError
+
+        with pytest.raises(asyncio.CancelledError):
+            await access_middleware(make_mocked_request("POST", "/bytes", app=app), cut_off)
+        counted = {s.labels["code"]: s.value for m in app[STATE].metrics.registry.collect()
+                   if m.name.endswith("http_requests") for s in m.samples
+                   if s.name.endswith("_total") and s.labels["method"] == "POST"}
+        assert counted == {"499": 1.0}, counted
