@@ -18,10 +18,10 @@ LMDB write transaction per call, timestamps from a lock-protected clock.
 Concurrent uploads of the same chunk share its position, as the reference's
 stamper (which records the chunk's stamp item when it stamps) makes them: a
 call picks positions under its batch's lock and remembers what it gave each
-address until the store holds the chunk (``_given``, bounded: past the bound,
-an upload that never stored its chunk only costs a position, as it did
-before). Without it, two uploads of one chunk both found it absent from the
-store and took two positions.
+address (``_given``, the latest 65,536: an address forgotten before its chunk
+was stored only costs a position, as every upload did before). Without it,
+two uploads of one chunk both found it absent from the store and took two
+positions.
 """
 
 from __future__ import annotations
