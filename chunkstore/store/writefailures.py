@@ -115,13 +115,22 @@ class Refusal:
 
 
 class WriteHealth:
-    """The last write refusal of one store, until a commit succeeds or a full disk gets room again."""
+    """The write refusals of one store in force: until a commit succeeds, or a full disk gets room again.
+
+    A full map is one shard's (its environment's path names it): only a
+    commit in that shard clears it. The shards fill one at a time, so a small
+    write committed in another said nothing about the full one, and readiness
+    flapped back to ready while most uploads, which touch every shard, were
+    still refused. Other refusals (a full disk, an I/O error, a full map whose
+    shard is not known) are the store's, and any commit clears them.
+    """
 
     def __init__(self, path: str, map_size: int | None = None) -> None:
         self.path = path
         self.map_size = map_size
         self._lock = threading.Lock()
-        self._refusal: Refusal | None = None
+        self._refusal: Refusal | None = None  # the store's
+        self._full_shards: dict[str, Refusal] = {}  # environment path -> its full map's refusal
 
     def translate(self, exc: BaseException) -> StoreWriteFailed | None:
         """Classify ``exc``; when it is a failed write, record the refusal and return the typed error."""
@@ -133,16 +142,29 @@ class WriteHealth:
     def refuse(self, failure: StoreWriteFailed) -> None:
         refusal = Refusal(failure.reason, str(failure), failure.errno, time.time(), free_bytes(self.path))
         with self._lock:
-            self._refusal = refusal
+            if failure.reason == "map_full" and failure.path is not None and failure.path != self.path:
+                self._full_shards[failure.path] = refusal
+            else:
+                self._refusal = refusal
 
-    def committed(self) -> None:
-        """A write transaction was committed: writes work (again)."""
-        if self._refusal is not None:
+    def committed(self, shard_path: str | None = None) -> None:
+        """A write transaction was committed (in the shard at ``shard_path``): writes work (again) there."""
+        if self._refusal is not None or (shard_path is not None and shard_path in self._full_shards):
             with self._lock:
                 self._refusal = None
+                if shard_path is not None:
+                    self._full_shards.pop(shard_path, None)
 
     def current(self) -> Refusal | None:
-        """The refusal still in force, if any (a full disk that has gained room no longer counts)."""
+        """The latest refusal still in force, if any (a full disk that has gained room no longer counts)."""
+        refusal = self._store_refusal()
+        with self._lock:
+            shard = max(self._full_shards.values(), key=lambda r: r.at, default=None)
+        if shard is not None and (refusal is None or shard.at >= refusal.at):
+            return shard
+        return refusal
+
+    def _store_refusal(self) -> Refusal | None:
         refusal = self._refusal
         if refusal is None or refusal.reason != "disk_full" or refusal.free is None:
             return refusal

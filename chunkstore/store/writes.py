@@ -169,7 +169,7 @@ class WriteSession:
                 self._taken.pop(s, None)
                 self.committed.append(s)
                 if self.health is not None:
-                    self.health.committed()
+                    self.health.committed(self.shards[s].path)
         finally:
             self.abort()
 

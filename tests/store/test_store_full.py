@@ -312,3 +312,31 @@ def test_parse_size():
     for bad in ("", "G", "1.5G", "-1G", "12Q"):
         with pytest.raises(ValueError):
             parse_size(bad)
+
+
+def test_a_full_shard_stays_refused_while_another_shard_commits(tmp_path):
+    """An operator sweep saw /readiness flap back to ready after every small write to another shard while
+    nine uploads in ten were still refused: any commit cleared the full map's refusal."""
+    path = tmp_path / "s"
+    with ReserveStore(path, shards=2, map_size=2 << 20) as store:
+        store.batches.add(B1)
+        store.batches.add(B2)
+        s1, s2 = Stamper(B1), Stamper(B2)
+        for _ in range(100_000):  # shard 0 only, until its map refuses
+            (a, d, st), = _in_shards(s2, 2, [0], size=4000)
+            try:
+                store.put(d, st)
+            except StoreFull as exc:
+                assert exc.reason == "map_full" and exc.path == store.shard(0).path
+                break
+        else:
+            raise AssertionError("shard 0 never filled")
+        (a, d, st), = _in_shards(s1, 2, [1])
+        assert store.put(d, st).stored  # a write to the other shard commits ...
+        refusal = store.write_refusal()
+        assert refusal is not None and refusal.reason == "map_full", refusal  # ... and says nothing of shard 0
+        assert store.batches.remove(B2.id) > 0  # frees shard 0, in commits of its own
+        assert store.write_refusal() is None
+        (a, d, st), = _in_shards(s1, 2, [0])
+        assert store.put(d, st).stored
+    _clean(path)
