@@ -152,7 +152,7 @@ def _put_error(request: web.Request, exc: SwarmError) -> ApiError:
 
 def _created(request: web.Request, result: PutResult, tracker: UploadTracker | None = None) -> web.Response:
     st = state_of(request)
-    st.metrics.puts.labels("stored" if result.stored else "duplicate").inc()
+    st.metrics.count_put(result)
     st.metrics.count_uploads([result])
     address = bytes(result.address)
     resp = json_response({"reference": address.hex()}, status=201)

@@ -188,7 +188,7 @@ async def _acknowledge_in_order(
             results += _settled(queue, ahead, window)
             await count.record(results)
         for result in results:
-            st.metrics.puts.labels("stored" if result.stored else "duplicate").inc()
+            st.metrics.count_put(result)
             if ws.closed:
                 return
             await ws.send_bytes(b"")

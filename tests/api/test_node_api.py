@@ -195,3 +195,30 @@ def test_node_key_file_rules(tmp_path):
     bad.write_text("not hex")
     with pytest.raises(NodeKeyError, match="64 hex"):
         load_node_key(tmp_path, bad)
+
+
+def _counter(text: str, name: str, labels: str) -> float:
+    import re
+
+    found = re.search(rf"^{name}\{{{labels}\}} ([0-9.e+]+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_reuploads_stamped_by_the_node_are_not_counted_as_new_chunks(dev):
+    """An operator sweep: three uploads of the same 100 KB grew the reserve once but counted 78 new chunks;
+    the same chunk posted three times to /chunks counted three 'stored' and no 'duplicate'."""
+    batch_id = (await (await dev.post("/stamps/500000000/20")).json())["batchID"]
+    headers = {"Swarm-Postage-Batch-Id": batch_id, "Swarm-Redundancy-Level": "0"}
+    payload = os.urandom(100_000)
+    counts = []
+    for _ in range(3):
+        assert (await dev.post("/bytes", data=payload, headers=headers)).status == 201
+        text = await (await dev.get("/metrics")).text()
+        counts.append(_counter(text, "chunkstore_upload_chunks_total", 'kept="reserve"'))
+    assert counts[0] == 26 and counts == [26.0, 26.0, 26.0], counts  # 25 leaves and the root
+    chunk = os.urandom(8) + b"one chunk"
+    for _ in range(3):
+        assert (await dev.post("/chunks", data=chunk, headers={"Swarm-Postage-Batch-Id": batch_id})).status == 201
+    text = await (await dev.get("/metrics")).text()
+    assert _counter(text, "chunkstore_chunk_puts_total", 'outcome="stored"') == 1
+    assert _counter(text, "chunkstore_chunk_puts_total", 'outcome="duplicate"') == 2
