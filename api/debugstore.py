@@ -11,21 +11,22 @@ field names. What each number is here:
 - ``Reserve``: ``TotalSize`` and ``SizeWithinRadius`` entries, ``Capacity``
   with doubling (the counters ``/status`` reads); ``LastBinIDs`` 32 zeros
   and ``Epoch`` 0: those number pull-sync intervals, and nothing syncs here.
-- ``Upload``, ``Pinning`` and ``Cache`` come from the providers on the app
-  state (``AppState.debug_providers``) when the tags, pins and cache are
-  served; zeros otherwise.
+- ``Pinning``: ``TotalCollections`` pins and ``TotalChunks`` their chunk
+  rows (a chunk in two pins counts twice), as ``chunkstore_pins`` and
+  ``chunkstore_pinned_chunks`` count them; ``Cache``: ``Size`` chunks in the
+  cache and its ``Capacity``.
+- ``Upload``: zeros. Uploads are stored as they arrive; nothing waits to be
+  pushed to the network, so there is no upload store to count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.constants import ADDRESS_SIZE, PROXIMITY_BINS
 
 Section = dict[str, int]
-Provider = Callable[[], Section]  # blocking; runs in the thread pool
 
 
 def chunk_counts(store: ReserveStore) -> Section:
@@ -48,24 +49,14 @@ def chunk_counts(store: ReserveStore) -> Section:
     return {"TotalChunks": chunks, "SharedSlots": shared, "ReferenceCount": entries}
 
 
-DEFAULT_SECTIONS: dict[str, Section] = {
-    "Upload": {"TotalUploaded": 0, "TotalSynced": 0, "PendingUpload": 0},
-    "Pinning": {"TotalCollections": 0, "TotalChunks": 0},
-    "Cache": {"Size": 0, "Capacity": 0},
-}
-
-
-def debug_info(store: ReserveStore, providers: dict[str, Provider] | None = None) -> dict[str, Any]:
+def debug_info(store: ReserveStore) -> dict[str, Any]:
     """The ``/debugstore`` object. Blocking: scans the stamp index."""
     status = store.reserve.status()
-    out: dict[str, Any] = {name: dict(section) for name, section in DEFAULT_SECTIONS.items()}
-    for name, provide in (providers or {}).items():
-        if name not in DEFAULT_SECTIONS:
-            raise ValueError(f"unknown /debugstore section {name!r}")
-        section = provide()
-        if set(section) != set(DEFAULT_SECTIONS[name]):
-            raise ValueError(f"/debugstore section {name} has keys {sorted(section)}")
-        out[name] = section
+    out: dict[str, Any] = {
+        "Upload": {"TotalUploaded": 0, "TotalSynced": 0, "PendingUpload": 0},
+        "Pinning": {"TotalCollections": len(store.pins.list()), "TotalChunks": store.pins.chunk_count()},
+        "Cache": {"Size": store.cache.size(), "Capacity": store.reserve.cache.capacity},
+    }
     out["Reserve"] = {
         "SizeWithinRadius": status.size_within_radius,
         "TotalSize": status.size,

@@ -19,7 +19,7 @@ from .state import state_of
 
 async def debugstore(request: web.Request) -> web.Response:
     st = state_of(request)
-    return json_response(await st.run(debug_info, st.store, st.debug_providers))
+    return json_response(await st.run(debug_info, st.store))
 
 
 def _exp_error(message: str) -> ApiError:

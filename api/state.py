@@ -73,8 +73,6 @@ class AppState:
     upload_observers: list[UploadObserver] = field(default_factory=list)
     feed_resolver: FeedResolver | None = None  # GET /bzz of a feed manifest: 501 until set
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
-    # /debugstore's "Upload", "Pinning" and "Cache" sections, by whoever keeps those numbers (api.debugstore)
-    debug_providers: dict[str, Callable[[], dict[str, int]]] = field(default_factory=dict)
     streams: set[web.WebSocketResponse] = field(default_factory=set)  # open /chunks/stream uploads
     version: str = "0.0.0"
     ready: bool = True

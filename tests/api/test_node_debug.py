@@ -114,10 +114,18 @@ async def test_debugstore_shape_and_counts(env) -> None:
     reserve = body["Reserve"]
     assert reserve["TotalSize"] == 5 and reserve["SizeWithinRadius"] == 5 and reserve["Capacity"] == 1000
     assert reserve["LastBinIDs"] == [0] * 32 and reserve["Epoch"] == 0
-    assert set(body["Upload"]) == {"TotalUploaded", "TotalSynced", "PendingUpload"}
+    assert body["Upload"] == {"TotalUploaded": 0, "TotalSynced": 0, "PendingUpload": 0}
     assert set(body["Pinning"]) == {"TotalCollections", "TotalChunks"}
     assert set(body["Cache"]) == {"Size", "Capacity"}
     assert (await client.get("/v1/debugstore")).status == 404  # root only, as the reference mounts it
+    # Pins and the cache as the daemon counts them elsewhere (an operator sweep found them always 0 here)
+    assert (await client.post(f"/pins/{address.hex()}")).status == 201
+    body = await (await client.get("/debugstore")).json()
+    status = await (await client.get("/chunkstore/status")).json()
+    assert body["Pinning"] == {"TotalCollections": 1, "TotalChunks": 1} == {
+        "TotalCollections": status["pins"]["count"], "TotalChunks": status["pins"]["chunks"]}
+    assert body["Cache"] == {"Size": status["cache"]["size"], "Capacity": status["cache"]["capacity"]}
+    assert body["Cache"]["Capacity"] > 0
 
 
 # ---------------------------------------------------------------- /loggers
