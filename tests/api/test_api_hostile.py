@@ -157,3 +157,29 @@ async def test_a_cut_off_request_is_counted_499_not_500(tmp_path):
                    if m.name.endswith("http_requests") for s in m.samples
                    if s.name.endswith("_total") and s.labels["method"] == "POST"}
         assert counted == {"499": 1.0}, counted
+
+
+async def test_a_client_hanging_up_mid_request_is_counted_499_not_408(tmp_path):
+    """An operator sweep's client that sent 1 MiB of a promised 10 MiB and closed the socket was counted as a
+    408, which reads as the server timing out."""
+    from aiohttp.test_utils import make_mocked_request
+
+    from api.middleware import access_middleware, error_middleware
+    from api.state import STATE
+
+    app, _ = build(tmp_path)
+    async with TestClient(TestServer(app)):
+
+        async def hung_up(_request):
+            raise ConnectionResetError("Connection lost")
+
+        async def timed_out(_request):
+            raise TimeoutError
+
+        for handler in (hung_up, timed_out):
+            request = make_mocked_request("POST", "/bytes", app=app)
+            await access_middleware(request, lambda r, h=handler: error_middleware(r, h))
+        counted = {s.labels["code"]: s.value for m in app[STATE].metrics.registry.collect()
+                   if m.name.endswith("http_requests") for s in m.samples
+                   if s.name.endswith("_total") and s.labels["method"] == "POST"}
+        assert counted == {"499": 1.0, "408": 1.0}, counted
