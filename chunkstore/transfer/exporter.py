@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import time
 import zlib
@@ -231,9 +232,7 @@ def export_reserve(
         raise TransferError(f"unknown export format {fmt!r} (tar or snapshot)")
     t0 = time.perf_counter()
     with ChunkStore(data_dir, readonly=True) as store, _open_out(destination) as (stream, name):
-        if batches_out:
-            with open(batches_out, "w", encoding="utf-8") as f:
-                f.write(dump_batches(store.batches.list()))
+        batches = dump_batches(store.batches.list()) if batches_out else ""
         report = ExportReport(name, fmt)
         out = _Output(stream)
         total = store.stats()["stamps"]
@@ -250,6 +249,9 @@ def export_reserve(
             pbar.update(report.records - pbar.n)
         stream.flush()
         report.bytes_written = out.count
+        if batches_out:  # written last, as the export is: a failed export leaves neither behind
+            with _open_out(batches_out) as (f, _):
+                f.write(batches.encode("utf-8"))
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -262,7 +264,20 @@ def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[
             yield stream, "stdout"
         return
     if isinstance(destination, str | os.PathLike):
-        path = os.fspath(destination)
+        # A link is followed, so its target is written and the link stays. What exists and is not a
+        # regular file (a FIFO, a device, a socket) is written to as it is: renaming a finished file onto
+        # it would replace it (an operator sweep's export to /dev/full replaced the device).
+        path = os.path.realpath(destination)
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and stat.S_ISDIR(mode):
+            raise TransferError(f"cannot export to {path}: it is a directory")
+        if mode is not None and not stat.S_ISREG(mode):
+            with open(path, "wb", buffering=1 << 20) as stream:
+                yield stream, path
+            return
         tmp = f"{path}.partial-{os.getpid()}"
         try:
             with open(tmp, "wb", buffering=1 << 20) as stream:

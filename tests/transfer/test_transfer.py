@@ -20,7 +20,7 @@ from chunkstore.transfer import importer
 from chunkstore.transfer import readers as importreaders
 from chunkstore.transfer.batchfile import dump_batches
 from chunkstore.transfer.budget import FrameShape, Sizes
-from chunkstore.transfer.errors import BudgetTooSmall, CorruptInput, ImportRefused
+from chunkstore.transfer.errors import BudgetTooSmall, CorruptInput, ImportRefused, TransferError
 from chunkstore.transfer.exporter import export_reserve
 from chunkstore.transfer.importer import STAGING, import_reserve
 from tests.store.helpers import Stamper, dump, make_batch, open_store, random_cac, random_soc, signer
@@ -698,3 +698,59 @@ def test_a_last_spill_in_a_thread_lets_the_run_buffer_go(tmp_path):
     assert len(runs) == 1 and isinstance(runs[0], FileRun) and runs[0].rows == 4
     assert collector.buffer.capacity == (0, 0)
     collector.discard()
+
+
+def _exported_store(tmp_path, entries):
+    src, store = str(tmp_path / "in.tar"), str(tmp_path / "store")
+    write_tar(src, entries)
+    _import(store, src, batches=[B1, B2])
+    return store, str(tmp_path / "plain.tar")
+
+
+def test_export_writes_into_a_fifo_and_through_a_link_without_replacing_them(tmp_path, entries):
+    """An operator sweep's export to /dev/full replaced the device with a regular file (and a FIFO's reader
+    got nothing, and a link was replaced instead of its target written): the finished file was renamed
+    onto whatever the path named."""
+    import stat
+    import threading
+
+    store, plain = _exported_store(tmp_path, entries)
+    export_reserve(store, plain, show_progress=False)
+    expected = open(plain, "rb").read()
+
+    fifo = str(tmp_path / "pipe")
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    export_reserve(store, fifo, show_progress=False)
+    reader.join(30)
+    assert got == [expected] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+    target, link = str(tmp_path / "target.tar"), str(tmp_path / "link.tar")
+    os.symlink(target, link)
+    export_reserve(store, link, show_progress=False)
+    assert os.path.islink(link) and open(target, "rb").read() == expected
+
+    with pytest.raises(TransferError, match="is a directory"):
+        export_reserve(store, str(tmp_path), show_progress=False)
+
+
+def test_a_failed_export_leaves_no_batches_file(tmp_path, entries, monkeypatch):
+    """The batches file was written first, with a plain overwrite: an export that then failed left it
+    behind, complete-looking, with no export to go with it."""
+    from chunkstore.transfer import exporter
+
+    store, out = _exported_store(tmp_path, entries)
+    batches = str(tmp_path / "batches.json")
+
+    def broken(records, out, tick):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exporter, "write_tar", broken)
+    with pytest.raises(OSError):
+        export_reserve(store, out, batches_out=batches, show_progress=False)
+    assert not os.path.exists(batches) and not os.path.exists(out)
+    monkeypatch.undo()
+    export_reserve(store, out, batches_out=batches, show_progress=False)
+    assert os.path.exists(out) and "batchID" in open(batches).read()
