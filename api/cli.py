@@ -19,7 +19,9 @@ import sys
 import time
 from collections.abc import Callable
 
+from chunkstore.store.layout import MAX_SHARDS
 from chunkstore.swarm.constants import MAX_ANCHOR_SIZE, MAX_PO
+from chunkstore.swarm.digits import decimal_below
 
 Command = Callable[[list[str]], int]
 
@@ -60,24 +62,30 @@ def _anchor(text: str) -> bytes:
     return value
 
 
-def _depth(text: str) -> int:
-    try:
-        d = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a decimal depth") from None
-    if not 0 <= d <= MAX_PO:
-        raise argparse.ArgumentTypeError(f"depth {d} outside 0..{MAX_PO}")
-    return d
+def int_in(lo: int, hi: int, what: str = "a decimal integer") -> Callable[[str], int]:
+    """An argparse type: ASCII decimal digits (a ``-`` first for a negative ``lo``) within ``lo..hi``.
+
+    ``int()`` would also take ``1_0``, blanks and other scripts' digits, and
+    raise on 5,000 digits; a value out of range is refused by name rather than
+    failing later with a traceback (a CLI sweep met several).
+    """
+
+    def parse(text: str) -> int:
+        negative = text.startswith("-")
+        digits = text[1:] if negative else text
+        if not (digits.isascii() and digits.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not {what}")
+        magnitude = decimal_below(digits, max(abs(lo), abs(hi)).bit_length() + 1)
+        value = None if magnitude is None else -magnitude if negative else magnitude
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{text[:40]} is outside {lo}..{hi}")
+        return value
+
+    return parse
 
 
-def _non_negative(text: str) -> int:
-    try:
-        n = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a decimal integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{n} is negative")
-    return n
+_depth = int_in(0, MAX_PO, "a decimal depth")
+_non_negative = int_in(0, (1 << 256) - 1)  # times in ns, balances in PLUR: any size they take
 
 
 SAMPLE_HELP = """\
@@ -128,7 +136,7 @@ def sample_main(argv: list[str]) -> int:
         store = ReserveStore(args.data_dir, readonly=True)
     except (SwarmError, OSError) as exc:
         print(f"chunkstore sample: cannot open store {args.data_dir}: {exc}", file=sys.stderr)
-        return 1
+        return 2  # no usable store, as verify and export answer
     t0 = time.perf_counter()
     try:
         say(f"sampling {args.data_dir}: depth {args.depth}, anchor {args.anchor1.hex()}, consensus time {consensus}")
@@ -217,13 +225,14 @@ def import_main(argv: list[str]) -> int:
     parser.add_argument("source", metavar="FILE|-", help="the file to import, or - for standard input")
     parser.add_argument("--data-dir", required=True, help="the store directory (created if missing)")
     parser.add_argument("--batches", metavar="FILE.json", help="register these batches (POST /batches shape) in the same run")
-    parser.add_argument("--workers", type=int, default=None, help="validation processes (default: one per core; 0: in this process)")
-    parser.add_argument("--memory-budget", type=int, default=DEFAULT_BUDGET // MiB, metavar="MiB",
+    parser.add_argument("--workers", type=int_in(0, 1024), default=None,
+                        help="validation processes (default: one per core; 0: in this process)")
+    parser.add_argument("--memory-budget", type=int_in(1, 1 << 24), default=DEFAULT_BUDGET // MiB, metavar="MiB",
                         help=f"bound on this process's memory (default {DEFAULT_BUDGET // MiB})")
     parser.add_argument("--skip-conflicts", action="store_true",
                         help="leave out (and list) records whose slot is held under an equal or newer stamp, "
                         "instead of refusing the whole import")
-    parser.add_argument("--shards", type=int, default=None, help="shard count of a new store")
+    parser.add_argument("--shards", type=int_in(1, MAX_SHARDS), default=None, help="shard count of a new store")
     parser.add_argument("--staging-dir", default=None, help=f"where to stage runs (default DIR/{STAGING})")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bars (default: when stderr is a terminal)")
@@ -278,10 +287,10 @@ def export_main(argv: list[str]) -> int:
     parser.add_argument("--data-dir", required=True, help="the store directory")
     parser.add_argument("--format", choices=("tar", "snapshot"), default="tar")
     parser.add_argument("--batches", metavar="OUT.json", help="also write the store's batches (for import --batches)")
-    parser.add_argument("--frame-size", type=int, default=DEFAULT_FRAME // 1024, metavar="KiB",
+    parser.add_argument("--frame-size", type=int_in(1, (1 << 22) - 1), default=DEFAULT_FRAME // 1024, metavar="KiB",
                         help=f"snapshot: decoded bytes per frame (default {DEFAULT_FRAME // 1024})")
-    parser.add_argument("--level", type=int, default=DEFAULT_LEVEL, help="snapshot: zstd level")
-    parser.add_argument("--threads", type=int, default=None, help="snapshot: compression threads")
+    parser.add_argument("--level", type=int_in(1, 22), default=DEFAULT_LEVEL, help="snapshot: zstd level (1..22)")
+    parser.add_argument("--threads", type=int_in(1, 256), default=None, help="snapshot: compression threads")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar (default: when stderr is a terminal)")
     opts = parser.parse_args(_own(argv, "export"))
@@ -358,7 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     args, _ = parser.parse_known_args(argv[:1])
     command, _help = COMMANDS[args.command]
-    return int(command(list(argv[1:])) or 0)
+    try:
+        return int(command(list(argv[1:])) or 0)
+    except KeyboardInterrupt:
+        # Each command cleans up on the way out (staging, partial files); the operator asked for it.
+        print(f"chunkstore {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ import logging
 import os
 import queue
 import resource
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -113,6 +114,9 @@ def init_worker(progress: Any, master: int | None = None) -> None:
     _progress = progress
     if master is not None:
         exit_with(master)
+    # Ctrl-C reaches the whole process group: the master stops the pool; a worker's own traceback
+    # (SemLock and pipe errors mid-task) would only bury the master's message.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _slot_reporter(slot: int) -> Callable[[int], None] | None:

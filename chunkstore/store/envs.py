@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 else:
     Database = object
 
-from .errors import StoreReadOnly
+from .errors import StoreFormatError, StoreReadOnly
 from .layout import MAX_READERS
 
 
@@ -78,6 +78,14 @@ def acquire_env(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lm
 
 
 def _open(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lmdb.Environment:
+    try:
+        return _open_lmdb(path, readonly=readonly, map_size=map_size, max_dbs=max_dbs)
+    except (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.CorruptedError) as exc:
+        # A file that is not (or no longer) an LMDB environment: no usable store, said as such.
+        raise StoreFormatError(f"{path}: not a readable LMDB environment ({exc})") from None
+
+
+def _open_lmdb(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lmdb.Environment:
     return lmdb.open(
         path,
         map_size=map_size,

@@ -14,6 +14,7 @@ from typing import Any
 
 from chunkstore.store.batchstore import Batch
 from chunkstore.store.errors import InvalidBatch
+from chunkstore.swarm.jsontext import parse_json
 
 FIELDS = ("batchID", "owner", "depth", "bucketDepth", "immutable", "value", "start")
 
@@ -21,7 +22,7 @@ FIELDS = ("batchID", "owner", "depth", "bucketDepth", "immutable", "value", "sta
 def parse_batches(text: str, where: str = "batches file") -> list[Batch]:
     """Batches from JSON text; ``InvalidBatch`` naming the entry and field on any problem."""
     try:
-        doc = json.loads(text)
+        doc = parse_json(text)
     except ValueError as exc:
         raise InvalidBatch(f"{where}: not JSON ({exc})") from None
     if isinstance(doc, dict) and isinstance(doc.get("batches"), list):

@@ -72,7 +72,8 @@ def test_bad_usage(store_dir, tmp_path, capsys):
         with pytest.raises(SystemExit) as info:
             main(argv)
         assert info.value.code == 2
-    assert main(["--data-dir", str(tmp_path / "missing"), "--depth", "0", "--anchor1", "64", "--anchor2", "1e"]) == 1
+    # no usable store: 2, as verify and export answer (api.cli's exit codes)
+    assert main(["--data-dir", str(tmp_path / "missing"), "--depth", "0", "--anchor1", "64", "--anchor2", "1e"]) == 2
     assert "cannot open store" in capsys.readouterr().err
 
 

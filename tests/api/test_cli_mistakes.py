@@ -1,0 +1,108 @@
+"""Operator mistakes on the command line: a message naming the problem and the documented exit code, no
+traceback (a CLI sweep met tracebacks for each of these)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from api.cli import int_in, main
+from chunkstore.reserve import ReserveStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> str:
+    path = tmp_path / "store"
+    ReserveStore(path).close()
+    return str(path)
+
+
+@pytest.mark.parametrize("args", [
+    ["import", "x.tar", "--data-dir", "d", "--shards", "-1"],
+    ["import", "x.tar", "--data-dir", "d", "--shards", "300"],
+    ["import", "x.tar", "--data-dir", "d", "--shards", "0"],
+    ["import", "x.tar", "--data-dir", "d", "--memory-budget", "99999999999999"],
+    ["import", "x.tar", "--data-dir", "d", "--memory-budget", "0"],
+    ["import", "x.tar", "--data-dir", "d", "--workers", "-1"],
+    ["export", "out.snap", "--data-dir", "d", "--format", "snapshot", "--level", "99"],
+    ["export", "out.snap", "--data-dir", "d", "--threads", "-3"],
+    ["export", "out.snap", "--data-dir", "d", "--frame-size", "99999999999"],
+    ["export", "out.snap", "--data-dir", "d", "--frame-size", "0"],
+    ["sample", "--data-dir", "d", "--depth", "1_0"],
+    ["sample", "--data-dir", "d", "--depth", "\u0663"],
+])
+def test_bad_option_values_are_usage_errors(args, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ("outside" in err or "is not" in err), err
+
+
+def test_int_in_reads_digits_and_bounds_them():
+    parse = int_in(-5, 300)
+    assert [parse("0"), parse("007"), parse("-5"), parse("300")] == [0, 7, -5, 300]
+    for bad in ("301", "-6", "1_0", " 1", "+1", "", "9" * 5000, "\u0663"):
+        with pytest.raises(Exception, match="outside|is not"):
+            parse(bad)
+
+
+def test_corrupt_meta_environment_is_no_usable_store(store_dir, capsys):
+    with open(os.path.join(store_dir, "meta", "data.mdb"), "r+b") as f:
+        f.write(os.urandom(16384))
+    sample = ["sample", "--data-dir", store_dir, "--depth", "0", "--anchor1", "5a", "--anchor2", "01"]
+    for args in (["verify", "--data-dir", store_dir], sample,
+                 ["export", os.path.join(store_dir, "..", "out.tar"), "--data-dir", store_dir]):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "LMDB" in err, err
+
+
+def test_deeply_nested_batches_file_is_refused_by_name(tmp_path, capsys):
+    batches = tmp_path / "b.json"
+    batches.write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "in.tar").write_bytes(b"")
+    code = main(["import", str(tmp_path / "in.tar"), "--data-dir", str(tmp_path / "s"), "--batches", str(batches)])
+    err = capsys.readouterr().err
+    assert code == 2 and "nested too deeply" in err and "Traceback" not in err, err
+
+
+def test_ctrl_c_ends_a_command_with_a_message_not_a_traceback(tmp_path):
+    """SIGINT while `chunkstore import` reads from a pipe that never ends."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "api.cli", "import", "-", "--data-dir", str(tmp_path / "s"),
+                             "--workers", "0", "--no-progress"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=ROOT)  # fmt: skip
+    time.sleep(3)  # imported its modules and waits on stdin
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err and b"Traceback" not in err, err
+
+
+ASK_SIGINT = """
+from sampler.pipeline import _POOL
+
+if __name__ == "__main__":
+    pool = _POOL.get(1)
+    print(pool.submit(eval, "__import__('signal').getsignal(2) is __import__('signal').SIG_IGN").result())
+"""
+
+
+def test_sampler_workers_leave_ctrl_c_to_the_master(tmp_path):
+    """Ctrl-C during `chunkstore sample` reached the pool's workers too, which printed their own tracebacks
+    (a SemLock's file gone, a pipe closed) under the master's message."""
+    script = tmp_path / "ask.py"
+    script.write_text(ASK_SIGINT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
