@@ -40,18 +40,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from chunkstore.store.lmdbmeta import MAGIC, META, PAGE_HEADER, VERSION
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.libc import RWF_NOWAIT, sys_fadvise, sys_pread, sys_preadv2
 from chunkstore.swarm.rawmem import peek_be64, peek_u8, peek_u16, peek_u64
 
 __all__ = ["RWF_NOWAIT", "sys_fadvise", "sys_pread", "sys_preadv2"]  # the scan's numba functions call them too
 
-PAGEHDRSZ = 16
+PAGEHDRSZ = PAGE_HEADER
 NODE_HEADER = 8
 P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2, P_SUBP = 0x01, 0x02, 0x04, 0x08, 0x20, 0x40
 F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
-MDB_MAGIC = 0xBEEFC0DE
-MDB_VERSION = 1
+MDB_MAGIC = MAGIC
+MDB_VERSION = VERSION
 P_INVALID = (1 << 64) - 1
 MAX_DEPTH = 32  # LMDB's own cursor stack depth
 # MDB_db flags that change a tree's key order or value layout: REVERSEKEY, DUPSORT,
@@ -425,7 +426,7 @@ class Tree:
     flags: int
 
 
-_META = struct.Struct("<IIQQ")  # magic, version, address, map size (after the 16-byte page header)
+_META = META  # magic, version, address, map size (after the 16-byte page header)
 _DB = struct.Struct("<IHHQQQQQ")  # pad, flags, depth, branch, leaf, overflow pages, entries, root
 _DB_SIZE = _DB.size  # 48
 

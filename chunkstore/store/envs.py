@@ -26,6 +26,7 @@ else:
 
 from .errors import StoreFormatError, StoreReadOnly
 from .layout import MAX_READERS
+from .lmdbmeta import shortfall
 
 
 @dataclass
@@ -78,6 +79,9 @@ def acquire_env(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lm
 
 
 def _open(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lmdb.Environment:
+    cut = shortfall(os.path.join(path, "data.mdb"))
+    if cut is not None:
+        raise StoreFormatError(cut)  # mapped, it would kill the process with SIGBUS at the first read past its end
     try:
         return _open_lmdb(path, readonly=readonly, map_size=map_size, max_dbs=max_dbs)
     except (lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.CorruptedError) as exc:
