@@ -75,13 +75,29 @@ def test_deeply_nested_batches_file_is_refused_by_name(tmp_path, capsys):
     assert code == 2 and "nested too deeply" in err and "Traceback" not in err, err
 
 
+def _wait_reading_stdin(pid: int, seconds: float = 240) -> None:
+    """Until process ``pid`` sits in read(0, ...) (x86-64 and arm64 number it 0 and 63), per /proc/PID/syscall."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/syscall") as f:
+                fields = f.read().split()
+        except OSError:
+            pytest.skip("/proc/PID/syscall is not readable here")
+        if len(fields) > 1 and fields[0] in ("0", "63") and int(fields[1], 16) == 0:
+            time.sleep(0.2)
+            return
+        time.sleep(0.1)
+    raise AssertionError("the import never blocked reading its standard input")
+
+
 def test_ctrl_c_ends_a_command_with_a_message_not_a_traceback(tmp_path):
     """SIGINT while `chunkstore import` reads from a pipe that never ends."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "api.cli", "import", "-", "--data-dir", str(tmp_path / "s"),
                              "--workers", "0", "--no-progress"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=ROOT)  # fmt: skip
-    time.sleep(3)  # imported its modules and waits on stdin
+    _wait_reading_stdin(proc.pid)  # past start-up (a fresh clone compiles its kernels first), blocked on stdin
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
