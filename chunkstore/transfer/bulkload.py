@@ -61,6 +61,7 @@ from chunkstore.swarm.stamp import Stamp, split_index
 from .bytecopy import gather
 from .errors import ImportRefused
 from .fastcheck import BatchTable
+from .gcpause import collection_paused
 from .runs import ADDR, ENTRY_KEY, INDEX, ROW, SLOT_KEY, STAMP_VALUE, TAIL_AT, Cursor, Piece, Run, merge_blocks
 
 UNDECIDED, WRITE, NOOP, REPLACED, SLOW, REFUSED, OUTSIDE = range(7)
@@ -570,20 +571,21 @@ def publish(
         return writer.written
 
     n = max(1, min(threads, store.shard_count))
-    if n == 1:
-        for s in range(store.shard_count):
-            report.written += one(s, window)
-        return
-    with ThreadPoolExecutor(n, thread_name_prefix="publish") as pool:
-        futures = [pool.submit(one, s, max(16, window // n)) for s in range(store.shard_count)]
-        errors = []
-        for f in futures:
-            try:
-                report.written += f.result()
-            except _Stopped:
-                pass
-            except BaseException as exc:  # noqa: BLE001 - the first real failure is raised below
-                errors.append(exc)
+    with collection_paused():  # the puts' tuples would set off full collections (gcpause.py)
+        if n == 1:
+            for s in range(store.shard_count):
+                report.written += one(s, window)
+            return
+        with ThreadPoolExecutor(n, thread_name_prefix="publish") as pool:
+            futures = [pool.submit(one, s, max(16, window // n)) for s in range(store.shard_count)]
+            errors = []
+            for f in futures:
+                try:
+                    report.written += f.result()
+                except _Stopped:
+                    pass
+                except BaseException as exc:  # noqa: BLE001 - the first real failure is raised below
+                    errors.append(exc)
     if errors:
         raise errors[0]
 
