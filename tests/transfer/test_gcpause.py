@@ -125,4 +125,5 @@ def test_an_import_leaves_no_cyclic_garbage_that_grows_with_its_records(tmp_path
 
     unreachable_after_import(20)
     small, large = unreachable_after_import(100), unreachable_after_import(1000)
-    assert large <= small + 20, (small, large)
+    # A cycle per record would leave 900 more; the margin absorbs other threads of a test run allocating meanwhile.
+    assert large <= small + 200, (small, large)
