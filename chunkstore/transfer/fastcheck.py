@@ -29,11 +29,13 @@ from chunkstore.store.errors import UnknownBatch
 from chunkstore.swarm.bmt import ROW_STRIDE
 from chunkstore.swarm.constants import MAX_CAC_SIZE as MAX_CAC
 from chunkstore.swarm.constants import MAX_SOC_SIZE as MAX_SOC
-from chunkstore.swarm.constants import REPLICAS_OWNER, STAMP_SIZE, ChunkType
+from chunkstore.swarm.constants import REPLICAS_OWNER, ChunkType
 from chunkstore.swarm.constants import SOC_HEADER_SIZE as SOC_HEADER
 from chunkstore.swarm.constants import SPAN_SIZE as SPAN
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.signer import PERSONAL_PREFIX
+
+from .bytecopy import scatter
 
 OK = 0
 UNKNOWN_BATCH = 1
@@ -55,6 +57,10 @@ class BatchTable:
         """Columns of the batches, indexed by position, for vectorised checks."""
         ids = list(self.entries)
         self.position = {bid: i for i, bid in enumerate(ids)}
+        # The ids sorted as fixed 32-byte strings (every id is exactly 32 bytes, so none compares equal to
+        # another), for looking up a whole column of stamps at once.
+        self._sorted_ids = np.array(sorted(ids), dtype="S32")
+        self._sorted_positions = np.array([self.position[b] for b in sorted(ids)], np.int64)
         k = max(1, len(ids))
         self.owners = np.zeros((k, 20), np.uint8)
         self.depths = np.zeros(k, np.int64)
@@ -71,6 +77,15 @@ class BatchTable:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.entries = state["entries"]
         self._derive()
+
+    def positions_of(self, batch_ids: np.ndarray) -> np.ndarray:
+        """Each row's batch position (uint8 (n, 32) batch ids), -1 for a batch the table does not hold."""
+        n = len(batch_ids)
+        if not len(self._sorted_ids):
+            return np.full(n, -1, np.int64)
+        ids = np.ascontiguousarray(batch_ids, np.uint8).view("S32").reshape(n)
+        at = np.minimum(np.searchsorted(self._sorted_ids, ids), len(self._sorted_ids) - 1)
+        return np.where(self._sorted_ids[at] == ids, self._sorted_positions[at], -1)
 
     def lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
         found = self.entries.get(bytes(batch_id))
@@ -117,17 +132,12 @@ class Validator:
         lengths = np.asarray(lengths, np.int64)
         status = np.zeros(n, np.uint8)
         kind = np.zeros(n, np.uint8)
-        stamp_bytes = np.ascontiguousarray(stamps).tobytes()
-        position = self.table.position
-        bidx = np.fromiter(
-            (position.get(stamp_bytes[i * STAMP_SIZE : i * STAMP_SIZE + 32], -1) for i in range(n)), np.int64, n
-        )
+        bidx = self.table.positions_of(stamps[:, :32])
         status[bidx < 0] = UNKNOWN_BATCH  # admit looks the batch up before anything else
         fits = (lengths >= SPAN) & (lengths <= MAX_SOC)
         rows = self.rows
-        for i in np.flatnonzero(fits):
-            o, ln = int(offsets[i]), int(lengths[i])
-            rows[i, :ln] = src[o : o + ln]
+        pick = np.flatnonzero(fits)
+        scatter(src, np.asarray(offsets, np.int64)[pick], lengths[pick], rows.reshape(-1), pick * ROW_STRIDE)
         is_cac = self._cac(addresses, lengths, n)
         is_soc = np.zeros(n, bool)
         soc_candidates = np.flatnonzero(~is_cac & (lengths >= SOC_HEADER + SPAN) & fits & (status == OK))
@@ -204,6 +214,7 @@ def warm_up() -> None:
     one = np.full(1, SPAN, np.int64)
     hashing.bmt_hashes(rows, one, np.zeros(1, np.int64), b"", np.zeros((1, 32), np.uint8))
     hashing.keccak256_batch(rows[:, :64], np.full(1, 64, np.int64), np.zeros((1, 32), np.uint8))
+    scatter(rows[0], np.zeros(1, np.int64), np.ones(1, np.int64), rows.reshape(-1), np.ones(1, np.int64))
 
 
 def _recover_public(sigs: bytes, digests: bytes, m: int) -> tuple[bytearray, np.ndarray]:
