@@ -37,12 +37,13 @@ def _own(argv: list[str], name: str) -> list[str]:
 def serve_main(argv: list[str]) -> int:
     """``chunkstore serve``: the daemon's flags are its ``Config`` (api/config.py, each also an env variable)."""
     from .config import parse_config
-    from .server import run
 
     try:
         config = parse_config(argv)  # skips a leading "serve" itself
     except SystemExit as exc:  # argparse: 2 on bad flags, 0 for --help
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    from .server import run  # the daemon's stack (aiohttp, the store, the kernels): not for --help or a bad flag
+
     return run(config)
 
 

@@ -146,3 +146,20 @@ def test_a_shard_file_cut_short_is_refused_by_name_not_a_bus_error(tmp_path):
                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
         assert done.returncode == 2, (args, done.returncode, done.stderr)
         assert "cut short" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args", [["serve", "--help"], ["serve", "--no-such-flag"]])
+def test_serve_answers_help_and_bad_flags_without_loading_the_daemon(args):
+    """`serve --help` took 1.9 s: the daemon's stack (aiohttp, the store, the numba kernels) was imported
+    before the flags were read. Now a bad flag or --help is answered from the flags' parser alone."""
+    code = (
+        "import sys\n"
+        "from api.cli import main\n"
+        f"rc = main({args!r})\n"
+        "print(rc, 'aiohttp' in sys.modules, 'numba' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    rc, aiohttp_loaded, numba_loaded = out.stdout.split()[-3:]
+    assert rc == ("0" if args[1] == "--help" else "2"), out.stderr
+    assert (aiohttp_loaded, numba_loaded) == ("False", "False")
