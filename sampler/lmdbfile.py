@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from chunkstore.store.lmdbmeta import MAGIC, META, PAGE_HEADER, VERSION
+from chunkstore.store.lmdbmeta import DB_SIZE, DBS_AT, META, META_BYTES, PAGE_HEADER, last_page_and_txn, page_size
 from chunkstore.swarm.bmt.numba_kernels import _jit
 from chunkstore.swarm.libc import RWF_NOWAIT, sys_fadvise, sys_pread, sys_preadv2
 from chunkstore.swarm.rawmem import peek_be64, peek_u8, peek_u16, peek_u64
@@ -51,8 +51,6 @@ PAGEHDRSZ = PAGE_HEADER
 NODE_HEADER = 8
 P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2, P_SUBP = 0x01, 0x02, 0x04, 0x08, 0x20, 0x40
 F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
-MDB_MAGIC = MAGIC
-MDB_VERSION = VERSION
 P_INVALID = (1 << 64) - 1
 MAX_DEPTH = 32  # LMDB's own cursor stack depth
 # MDB_db flags that change a tree's key order or value layout: REVERSEKEY, DUPSORT,
@@ -426,9 +424,8 @@ class Tree:
     flags: int
 
 
-_META = META  # magic, version, address, map size (after the 16-byte page header)
 _DB = struct.Struct("<IHHQQQQQ")  # pad, flags, depth, branch, leaf, overflow pages, entries, root
-_DB_SIZE = _DB.size  # 48
+assert _DB.size == DB_SIZE
 
 
 def _read(fd: int, offset: int, size: int) -> bytes:
@@ -459,28 +456,24 @@ def open_trees(fd: int, txn_id: int, names: tuple[bytes, ...]) -> Snapshot:
     transaction (a writer got two commits ahead: retry with a new
     transaction), or when anything is not as this reader expects.
     """
-    head = _read(fd, 0, PAGEHDRSZ + _META.size + 2 * _DB_SIZE + 16)
-    magic, version, _addr, _mapsize = _META.unpack_from(head, PAGEHDRSZ)
-    if magic != MDB_MAGIC or version != MDB_VERSION:
-        raise DirectReadError(f"not an LMDB {MDB_VERSION} data file (magic {magic:#x}, version {version})")
-    psize = struct.unpack_from("<I", head, PAGEHDRSZ + _META.size)[0]  # mm_psize is the free DB's md_pad
-    if psize < 512 or psize > 65536 or psize & (psize - 1):
-        raise DirectReadError(f"unexpected page size {psize}")
+    head = _read(fd, 0, META_BYTES)
+    psize = page_size(head)
+    if psize is None:
+        magic, version, _addr, _mapsize = META.unpack_from(head, PAGEHDRSZ)
+        raise DirectReadError(f"not an LMDB data file of this layout (magic {magic:#x}, version {version}, "
+                              f"page size {struct.unpack_from('<I', head, DBS_AT)[0]})")  # fmt: skip
     meta_at = (txn_id & 1) * psize
-    dbs_at = PAGEHDRSZ + _META.size
-    txnid_at = dbs_at + 2 * _DB_SIZE + 8
 
-    def meta() -> tuple[bytes, int]:
-        raw = _read(fd, meta_at, txnid_at + 8)
+    def meta() -> tuple[bytes, int, int]:
+        raw = _read(fd, meta_at, META_BYTES)
         if struct.unpack_from("<H", raw, 10)[0] & P_META == 0:
             raise DirectReadError(f"page {txn_id & 1} is not a meta page")
-        return raw, struct.unpack_from("<Q", raw, txnid_at)[0]
+        return raw, *last_page_and_txn(raw)
 
-    raw, seen = meta()
+    raw, last_pg, seen = meta()
     if seen != txn_id:
         raise DirectReadError(f"meta page moved on (transaction {seen}, ours {txn_id})")
-    last_pg = struct.unpack_from("<Q", raw, dbs_at + 2 * _DB_SIZE)[0]
-    main = _db(raw[dbs_at + _DB_SIZE : dbs_at + 2 * _DB_SIZE])
+    main = _db(raw[DBS_AT + DB_SIZE : DBS_AT + 2 * DB_SIZE])
     if main.flags & _LAYOUT_FLAGS:
         raise DirectReadError(f"main database flags {main.flags:#x}")
     trees = {}
@@ -492,7 +485,7 @@ def open_trees(fd: int, txn_id: int, names: tuple[bytes, ...]) -> Snapshot:
         if tree.root != P_INVALID and not (2 <= tree.root <= last_pg and 1 <= tree.depth < MAX_DEPTH):
             raise DirectReadError(f"database {name!r}: root {tree.root}, depth {tree.depth}")
         trees[name] = tree
-    if meta()[1] != txn_id:
+    if meta()[2] != txn_id:
         raise DirectReadError("meta page rewritten while its roots were read")
     return Snapshot(psize, last_pg, trees)
 
@@ -528,10 +521,10 @@ def _lookup(fd: int, psize: int, main: Tree, last_pg: int, name: bytes) -> bytes
         for off in nodes:
             if _key(page, off) == name:
                 lo, hi, fl, ksize = struct.unpack_from("<HHHH", page, off)
-                if not fl & F_SUBDATA or (lo | (hi << 16)) != _DB_SIZE:
+                if not fl & F_SUBDATA or (lo | (hi << 16)) != DB_SIZE:
                     raise DirectReadError(f"{name!r} is not a named database record")
                 start = off + NODE_HEADER + ksize
-                return page[start : start + _DB_SIZE]
+                return page[start : start + DB_SIZE]
         raise DirectReadError(f"no database named {name!r}")
     raise DirectReadError("main database deeper than LMDB allows")
 
