@@ -52,10 +52,11 @@ def chunk_counts(store: ReserveStore) -> Section:
 def debug_info(store: ReserveStore) -> dict[str, Any]:
     """The ``/debugstore`` object. Blocking: scans the stamp index."""
     status = store.reserve.status()
+    keeping = store.keeping()
     out: dict[str, Any] = {
         "Upload": {"TotalUploaded": 0, "TotalSynced": 0, "PendingUpload": 0},
-        "Pinning": {"TotalCollections": len(store.pins.list()), "TotalChunks": store.pins.chunk_count()},
-        "Cache": {"Size": store.cache.size(), "Capacity": store.reserve.cache.capacity},
+        "Pinning": {"TotalCollections": keeping.pins, "TotalChunks": keeping.pinned_chunks},
+        "Cache": {"Size": keeping.cache_size, "Capacity": keeping.cache_capacity},
     }
     out["Reserve"] = {
         "SizeWithinRadius": status.size_within_radius,

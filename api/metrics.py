@@ -220,23 +220,19 @@ class KeepingCollector(Collector):
         self._store = store
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        store = self._store
         try:
-            size = store.cache.size()
-            pins = len(store.pins.list())
-            pinned = store.pins.chunk_count()
+            k = self._store.keeping()
         except Exception as exc:  # a closed or failing store must not break the scrape
             log.warning("pin and cache counts unavailable for metrics", extra={"fields": {"error": repr(exc)}})
             return
-        policy = store.reserve.cache
-        yield GaugeMetricFamily("bee_localstore_cache_size", "Number of chunks in cache.", value=float(size))
+        yield GaugeMetricFamily("bee_localstore_cache_size", "Number of chunks in cache.", value=float(k.cache_size))
         yield GaugeMetricFamily("chunkstore_cache_capacity", "Chunks the cache keeps at most (--cache-capacity).",
-                                value=float(policy.capacity))
+                                value=float(k.cache_capacity))
         yield CounterMetricFamily("chunkstore_cache_evictions", "Cache entries dropped, least recently used first.",
-                                  value=float(policy.evicted))
-        yield GaugeMetricFamily("chunkstore_pins", "Pinned root references.", value=float(pins))
+                                  value=float(k.cache_evicted))
+        yield GaugeMetricFamily("chunkstore_pins", "Pinned root references.", value=float(k.pins))
         yield GaugeMetricFamily("chunkstore_pinned_chunks", "Chunks of pins (a chunk in two pins counts twice).",
-                                value=float(pinned))
+                                value=float(k.pinned_chunks))
 
 
 class DiskCollector(Collector):

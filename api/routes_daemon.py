@@ -50,6 +50,7 @@ def daemon_status(state: AppState) -> dict[str, Any]:
     """The ``/chunkstore/status`` object (a plain dict; extend it here). Blocking: reads the store and the disk."""
     store = state.store
     status = store.reserve.status()
+    keeping = store.keeping()
     return {
         "hashBackend": hashing.backend_info().as_dict(),
         "reserve": {"capacity": status.capacity, "bins": list(status.bins)},
@@ -60,9 +61,8 @@ def daemon_status(state: AppState) -> dict[str, Any]:
             "fullReserveEstimateSeconds": state.metrics.full_reserve_estimate,
             "recent": [run.as_json() for run in state.metrics.recent_samples.runs()],
         },
-        "cache": {"size": store.cache.size(), "capacity": store.reserve.cache.capacity,
-                  "evicted": store.reserve.cache.evicted},
-        "pins": {"count": len(store.pins.list()), "chunks": store.pins.chunk_count()},
+        "cache": {"size": keeping.cache_size, "capacity": keeping.cache_capacity, "evicted": keeping.cache_evicted},
+        "pins": {"count": keeping.pins, "chunks": keeping.pinned_chunks},
         "batches": state.batch_entries.get(store).as_json(),
     }
 

@@ -8,11 +8,23 @@ batch changes (expiry), and ``store.reserve`` is the reserve's view.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from chunkstore.store.store import ChunkStore, PolicyFactory
 
 from .options import ReserveOptions
 from .reserve import Reserve
+
+
+@dataclass(frozen=True)
+class Keeping:
+    """What keeps chunks besides their stamps: the pins and the cache, as LMDB counts them (no scan)."""
+
+    pins: int  # pinned root references
+    pinned_chunks: int  # pin rows: a chunk in two pins counts twice
+    cache_size: int
+    cache_capacity: int
+    cache_evicted: int  # entries this process's cache eviction dropped
 
 
 def reserve_policy(overlay: bytes | None = None, options: ReserveOptions | None = None) -> PolicyFactory:
@@ -46,3 +58,9 @@ class ReserveStore(ChunkStore):
             return self.reserve
 
         super().__init__(path, shards, readonly=readonly, map_size=map_size, policy=attach)
+
+    def keeping(self) -> Keeping:
+        """The pin and cache counts ``/chunkstore/status``, ``/debugstore`` and the metrics report."""
+        policy = self.reserve.cache
+        return Keeping(len(self.pins.list()), self.pins.chunk_count(), self.cache.size(), policy.capacity,
+                       policy.evicted)  # fmt: skip
