@@ -73,13 +73,22 @@ def test_overlapping_pauses_in_two_threads_enable_once_both_ended(collector_enab
     assert gc.isenabled()
 
 
+B1 = make_batch(1)
+
+
+def _import(tmp_path, name: str, n: int):
+    """Import ``n`` fresh CACs of B1 (in process) into the store ``tmp_path/name``; its report."""
+    stamper = Stamper(B1)
+    records = [entry(a, d, stamper.stamp(a)) for a, d in (random_cac(200 + i % 200) for i in range(n))]
+    src = str(tmp_path / f"{name}.tar")
+    write_tar(src, records)
+    return import_reserve(
+        str(tmp_path / name), src, batches=[B1], workers=0, memory_budget=in_process_budget(), show_progress=False
+    )
+
+
 def test_publishing_runs_with_the_collector_paused_and_restores_it(tmp_path, monkeypatch, collector_enabled):
     """Every put of a real import runs without cyclic collections; the collector is back on afterwards."""
-    b1 = make_batch(1)
-    stamper = Stamper(b1)
-    records = [entry(a, d, stamper.stamp(a)) for a, d in (random_cac(200 + i) for i in range(64))]
-    src = str(tmp_path / "in.tar")
-    write_tar(src, records)
     during: list[bool] = []
     real = bulkload._ShardAppender.add_rows
 
@@ -88,10 +97,8 @@ def test_publishing_runs_with_the_collector_paused_and_restores_it(tmp_path, mon
         return real(self, *args)
 
     monkeypatch.setattr(bulkload._ShardAppender, "add_rows", spy)
-    report = import_reserve(
-        str(tmp_path / "store"), src, batches=[b1], workers=0, memory_budget=in_process_budget(), show_progress=False
-    )
-    assert report.load.written == len(records)
+    report = _import(tmp_path, "store", 64)
+    assert report.load.written == 64
     assert during and not any(during)
     assert gc.isenabled()
     assert verify_store(str(tmp_path / "store")).ok
@@ -105,20 +112,12 @@ def test_an_import_leaves_no_cyclic_garbage_that_grows_with_its_records(tmp_path
     off; a collection afterwards finds no more unreachable objects in the
     larger one.
     """
-    b1 = make_batch(1)
-    stamper = Stamper(b1)
 
     def unreachable_after_import(n: int) -> int:
-        records = [entry(a, d, stamper.stamp(a)) for a, d in (random_cac(300 + i % 200) for i in range(n))]
-        src = str(tmp_path / f"in{n}.tar")
-        write_tar(src, records)
         gc.collect()
         gc.disable()
         try:
-            import_reserve(
-                str(tmp_path / f"store{n}"), src, batches=[b1], workers=0, memory_budget=in_process_budget(),
-                show_progress=False,
-            )  # fmt: skip
+            _import(tmp_path, f"store{n}", n)
             return gc.collect()
         finally:
             gc.enable()
