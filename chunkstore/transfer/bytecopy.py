@@ -34,26 +34,9 @@ def _load() -> tuple[object, object]:
 
     if not hashing.accelerated():
         return _gather_py, _scatter_py
-    from chunkstore.swarm.bmt.numba_kernels import _jit
-    from chunkstore.swarm.libc import sys_memcpy
+    from . import copykernels
 
-    @_jit
-    def gather(src: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dst: np.ndarray, at: int) -> int:
-        # libc's memcpy: numba's slice assignment copies a byte at a time (measured 1.4 GB/s)
-        s, d = src.ctypes.data, dst.ctypes.data
-        for i in range(offsets.shape[0]):
-            n = lengths[i]
-            sys_memcpy(d + at, s + offsets[i], n)
-            at += n
-        return at
-
-    @_jit
-    def scatter(src: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> None:
-        s, d = src.ctypes.data, dst.ctypes.data
-        for i in range(offsets.shape[0]):
-            sys_memcpy(d + targets[i], s + offsets[i], lengths[i])
-
-    return gather, scatter
+    return copykernels.gather, copykernels.scatter
 
 
 _kernels: tuple[object, object] | None = None

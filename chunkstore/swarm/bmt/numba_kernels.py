@@ -96,6 +96,10 @@ def _jit(fn: Any = None, **opts: Any) -> Any:
     """
     if fn is None:
         return lambda f: _jit(f, **opts)
+    if fn.__code__.co_freevars:
+        # numba keys a closure's cache entry on its cells, which differ per process: it would compile
+        # again, and write one more cache file, in every process that used it.
+        raise TypeError(f"kernel {fn.__qualname__} is a closure over {fn.__code__.co_freevars}: define it at module level")
     try:
         return njit(nogil=True, cache=True, **opts)(fn)
     except RuntimeError as exc:  # "cannot cache function ...: no locator available"
