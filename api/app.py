@@ -33,6 +33,7 @@ from . import (
     routes_chunkstream,
     routes_daemon,
     routes_debug,
+    routes_envelope,
     routes_feeds,
     routes_node,
     routes_pins,
@@ -159,6 +160,7 @@ def make_app(
     routes_debug.add_routes(app)
     routes_node.add_routes(app)
     routes_stamps.add_routes(app)
+    routes_envelope.add_routes(app)
     routes_bytes.add_routes(app)
     routes_bzz.add_routes(app)
     routes_tags.add_routes(app)

@@ -28,6 +28,16 @@ def public_key_address(public_key: coincurve.PublicKey) -> bytes:
     return keccak256(public_key.format(compressed=False)[1:])[-ETH_ADDRESS_SIZE:]
 
 
+def checksum_address(address: bytes) -> str:
+    """EIP-55 text of a 20-byte Ethereum address: 0x, then each hex letter upper case where the keccak of
+    the lower-case text has a nibble of 8 or more (Go's ``common.Address.Hex``)."""
+    if len(address) != ETH_ADDRESS_SIZE:
+        raise ValueError(f"an Ethereum address is {ETH_ADDRESS_SIZE} bytes, not {len(address)}")
+    text = address.hex()
+    nibbles = keccak256(text.encode()).hex()
+    return "0x" + "".join(c.upper() if int(n, 16) >= 8 else c for c, n in zip(text, nibbles, strict=False))
+
+
 class Signer:
     """A secp256k1 private key that signs the way the reference node does."""
 

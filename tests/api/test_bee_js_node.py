@@ -8,7 +8,8 @@ next 2), ``fetchLatestFeedUpdate``, two payload updates the same way,
 ``createFeedManifest`` and the manifest read through ``/bzz``; the error
 for a feed with no updates; ``makeSOCWriter``/``makeSOCReader``; ``pin``,
 ``getAllPins``, ``getPin`` and its error for an unknown pin, the error for
-an unknown tag; ``isReferenceRetrievable``; ``streamDirectory``.
+an unknown tag; ``isReferenceRetrievable``; ``streamDirectory``;
+``createEnvelope`` and ``uploadChunk`` of the chunk with that envelope.
 
 Skipped when node is not on PATH or ``npm ci --prefix tests/js`` has not
 been run.
@@ -67,6 +68,9 @@ def test_bee_js_node_owned_surface(dev_daemon: Daemon, tmp_path: Path) -> None:
 
     # SOC, tag, pins, retrievability, streamed directory
     assert r["soc"]["owner"] == owner.hex()
+    env = r["envelope"]
+    assert env["reference"] == env["address"] and env["batchId"] == r["batchId"]
+    assert env["issuer"].removeprefix("0x").lower() == addresses["ethereum"].removeprefix("0x")  # the node signed it
     tag = r["tagAfter"]
     assert tag["uid"] == r["tagCreated"]["uid"]
     assert tag["split"] >= 4 and tag["stored"] >= 4  # at least the 4 chunks of the 3-chunk tree's data and root

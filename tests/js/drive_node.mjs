@@ -206,6 +206,16 @@ async function main() {
   check(Buffer.from(socBack.payload.toUint8Array()).equals(Buffer.from(socPayload)), 'SOC payload read back')
   results.soc = { owner: socBack.owner.toHex(), identifier: socId.toHex(), size: socPayload.length }
 
+  // A stamp the node signs for a chunk the client uploads itself (bee-js' documented envelope flow).
+  const enveloped = bee.makeContentAddressedChunk(new Uint8Array(randomBytes(300)))
+  const envelope = await call('bee.createEnvelope(batch, chunk.address)', () =>
+    bee.createEnvelope(batchId, enveloped.address), plain)
+  const envelopedUpload = await call('bee.uploadChunk(envelope, chunk)', () => bee.uploadChunk(envelope, enveloped))
+  const envelopedBack = await call('bee.downloadChunk(enveloped address)', () => bee.downloadChunk(enveloped.address),
+    (c) => `${c.length} bytes`)
+  check(Buffer.from(envelopedBack).equals(Buffer.from(enveloped.data)), 'enveloped chunk read back')
+  results.envelope = { ...plain(envelope), address: enveloped.address.toHex(), reference: envelopedUpload.reference.toHex() }
+
   const streamed = await call(`bee.streamDirectory(batch, '<folder: index.html, css/a.css>')`, () =>
     bee.streamDirectory(batchId, args.dir),
   )

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from chunkstore.swarm.errors import BucketFull, InvalidStamp
 from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.postage import StampIssuer
-from chunkstore.swarm.signer import Signer
+from chunkstore.swarm.signer import Signer, checksum_address
 from chunkstore.swarm.stamp import bucket_of, split_index, validate_stamp
 
 SIGNER = Signer(keccak256(b"postage test owner"))
@@ -103,3 +103,28 @@ def test_impossible_batches_and_ranges_are_refused(depth: int, bucket_depth: int
 def test_batch_id_must_be_32_bytes() -> None:
     with pytest.raises(InvalidStamp, match="batch id"):
         StampIssuer(SIGNER, b"short", 6, 2)
+
+
+# EIP-55's own examples (all lower-case letters, all upper, mixed), and Go's common.Address.Hex of the zero address.
+@pytest.mark.parametrize("text", [
+    "0x52908400098527886E0F7030069857D2E4169EE7", "0xde709f2102306220921060314715629080e2fb77",
+    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+    "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB", "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
+    "0x0000000000000000000000000000000000000000",
+])  # fmt: skip
+def test_checksum_address_matches_eip55(text: str) -> None:
+    assert checksum_address(bytes.fromhex(text[2:])) == text
+
+
+@given(st.binary(min_size=20, max_size=20))
+def test_checksum_address_keeps_the_address_and_cases_letters_by_its_hash(address: bytes) -> None:
+    text = checksum_address(address)
+    assert text.startswith("0x") and bytes.fromhex(text[2:]) == address
+    nibbles = keccak256(address.hex().encode()).hex()
+    for c, n in zip(text[2:], nibbles, strict=False):
+        assert c.isdigit() or c.isupper() == (int(n, 16) >= 8)
+
+
+def test_checksum_address_refuses_a_wrong_length() -> None:
+    with pytest.raises(ValueError, match="20 bytes"):
+        checksum_address(bytes(19))
