@@ -36,6 +36,7 @@ from . import (
     routes_envelope,
     routes_feeds,
     routes_node,
+    routes_peers,
     routes_pins,
     routes_rchash,
     routes_stamps,
@@ -159,6 +160,7 @@ def make_app(
     routes_daemon.add_routes(app)
     routes_debug.add_routes(app)
     routes_node.add_routes(app)
+    routes_peers.add_routes(app)
     routes_stamps.add_routes(app)
     routes_envelope.add_routes(app)
     routes_bytes.add_routes(app)

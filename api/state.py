@@ -75,6 +75,7 @@ class AppState:
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
     streams: set[web.WebSocketResponse] = field(default_factory=set)  # open /chunks/stream uploads
     version: str = "0.0.0"
+    welcome_message: str = ""  # /welcome-message (api.routes_peers), kept in memory as the reference keeps it
     ready: bool = True
     started_at: float = field(default_factory=time.time)
     inflight: int = 0  # requests inside the handlers now

@@ -1,0 +1,108 @@
+"""The peer, accounting and settlement routes of a node with no peers and no swap.
+
+The daemon joins no network (``/topology`` has no peers), so these answer as
+the reference node's handlers answer with nothing to report
+(``pkg/api/peer.go``, ``balances.go``, ``settlements.go``, ``pingpong.go``,
+``welcome_message.go``, and ``router.go`` for what is gated): clients that
+read them (bee-js' ``getPeers``, ``getBlocklist``, ``getAllBalances``,
+``getPastDueConsumptionBalances``, ``getSettlements``, swarm-cli's status
+views) get Bee's empty shapes, not a 404 that reads as a missing feature.
+
+- ``GET /peers`` and ``GET /blocklist``: ``{"peers": []}``; a peer named by
+  address (``DELETE /peers/{address}``, ``POST /pingpong/{address}``) is 404
+  ``peer not found``, and ``/balances/{peer}``, ``/consumed/{peer}`` 404 ``No
+  balance for peer``, after the address is checked as hex (400 otherwise);
+- ``GET /balances``, ``GET /consumed``: ``{"balances": []}``;
+  ``GET /timesettlements``: zero totals, no settlements;
+- ``/settlements``, ``/chequebook/cheque``, ``/chequebook/cashout``: 403 ``Swap
+  is disabled``; ``/chequebook/balance``, ``address``, ``deposit``,
+  ``withdraw``: 403 ``Chequebook is disabled`` (``/node`` says both are off),
+  whatever the method, as the reference checks before the method;
+- ``/welcome-message``: GET answers the message, POST ``{"welcomeMessage"}``
+  sets it (at most 140 bytes, the reference's handshake limit; a longer one
+  is a 400 here, where the reference answers 500). It is kept in memory, as
+  the reference keeps a message set through the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from chunkstore.swarm.jsontext import parse_json
+
+from .errors import ApiError, json_response
+from .params import decode_hex
+from .routes_chunks import read_body
+from .state import state_of
+
+WELCOME_BODY_LIMIT = 512  # the reference's request size limit for POST /welcome-message
+WELCOME_MESSAGE_LIMIT = 140  # bytes, the reference's handshake limit
+_SWAP_OFF = "Swap is disabled. This endpoint is unavailable."
+_CHEQUEBOOK_OFF = "Chequebook is disabled. This endpoint is unavailable."
+_NO_SETTLEMENTS = {"totalReceived": "0", "totalSent": "0", "settlements": []}
+
+
+def _fixed(body: dict[str, Any]) -> Any:
+    async def handler(request: web.Request) -> web.Response:  # noqa: ARG001
+        return json_response(body)
+
+    return handler
+
+
+def _refused(status: int, message: str) -> Any:
+    async def handler(request: web.Request) -> web.Response:  # noqa: ARG001
+        raise ApiError(status, message)
+
+    return handler
+
+
+def _unknown_peer(field: str, message: str) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        decode_hex("path", field, request.match_info[field])
+        raise ApiError(404, message)
+
+    return handler
+
+
+async def get_welcome_message(request: web.Request) -> web.Response:
+    return json_response({"welcomeMessage": state_of(request).welcome_message})
+
+
+async def set_welcome_message(request: web.Request) -> web.Response:
+    raw = await read_body(request, WELCOME_BODY_LIMIT, "welcome message request too large")
+    try:
+        body = parse_json(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"invalid request body: not JSON ({exc})") from None
+    message = body.get("welcomeMessage", "") if isinstance(body, dict) else None
+    if not isinstance(message, str):
+        raise ApiError(400, "invalid request body: want {\"welcomeMessage\": string}")
+    if len(message.encode()) > WELCOME_MESSAGE_LIMIT:
+        raise ApiError(400, f"handshake welcome message longer than maximum of {WELCOME_MESSAGE_LIMIT} characters")
+    state_of(request).welcome_message = message
+    return json_response(None)
+
+
+def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
+    no_peers = _fixed({"peers": []})
+    no_balances = _fixed({"balances": []})
+    for p in prefixes:
+        r = app.router
+        r.add_get(p + "/peers", no_peers)
+        r.add_get(p + "/blocklist", no_peers)
+        r.add_delete(p + "/peers/{address}", _unknown_peer("address", "peer not found"))
+        r.add_post(p + "/pingpong/{address}", _unknown_peer("address", "peer not found"))
+        r.add_get(p + "/balances", no_balances)
+        r.add_get(p + "/consumed", no_balances)
+        r.add_get(p + "/balances/{peer}", _unknown_peer("peer", "No balance for peer"))
+        r.add_get(p + "/consumed/{peer}", _unknown_peer("peer", "No balance for peer"))
+        r.add_get(p + "/timesettlements", _fixed(_NO_SETTLEMENTS))
+        r.add_get(p + "/welcome-message", get_welcome_message)
+        r.add_post(p + "/welcome-message", set_welcome_message)
+        for path in ("/settlements", "/settlements/{peer}", "/chequebook/cheque", "/chequebook/cheque/{peer}",
+                     "/chequebook/cashout/{peer}"):
+            r.add_route("*", p + path, _refused(403, _SWAP_OFF))
+        for path in ("/chequebook/balance", "/chequebook/address", "/chequebook/deposit", "/chequebook/withdraw"):
+            r.add_route("*", p + path, _refused(403, _CHEQUEBOOK_OFF))
