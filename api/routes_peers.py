@@ -17,7 +17,8 @@ views) get Bee's empty shapes, not a 404 that reads as a missing feature.
 - ``/settlements``, ``/chequebook/cheque``, ``/chequebook/cashout``: 403 ``Swap
   is disabled``; ``/chequebook/balance``, ``address``, ``deposit``,
   ``withdraw``: 403 ``Chequebook is disabled`` (``/node`` says both are off),
-  whatever the method, as the reference checks before the method;
+  whatever the method, as the reference checks before the method (but a
+  browser's CORS preflight is answered as for any other route);
 - ``/welcome-message``: GET answers the message, POST ``{"welcomeMessage"}``
   sets it (at most 140 bytes, the reference's handshake limit; a longer one
   is a 400 here, where the reference answers 500). It is kept in memory, as
@@ -41,6 +42,8 @@ WELCOME_BODY_LIMIT = 512  # the reference's request size limit for POST /welcome
 WELCOME_MESSAGE_LIMIT = 140  # bytes, the reference's handshake limit
 _SWAP_OFF = "Swap is disabled. This endpoint is unavailable."
 _CHEQUEBOOK_OFF = "Chequebook is disabled. This endpoint is unavailable."
+# Every method but OPTIONS, so that a browser's preflight is answered as for any route (and the 403 then read).
+_GATED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 _NO_SETTLEMENTS = {"totalReceived": "0", "totalSent": "0", "settlements": []}
 
 
@@ -101,8 +104,10 @@ def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) ->
         r.add_get(p + "/timesettlements", _fixed(_NO_SETTLEMENTS))
         r.add_get(p + "/welcome-message", get_welcome_message)
         r.add_post(p + "/welcome-message", set_welcome_message)
-        for path in ("/settlements", "/settlements/{peer}", "/chequebook/cheque", "/chequebook/cheque/{peer}",
-                     "/chequebook/cashout/{peer}"):
-            r.add_route("*", p + path, _refused(403, _SWAP_OFF))
-        for path in ("/chequebook/balance", "/chequebook/address", "/chequebook/deposit", "/chequebook/withdraw"):
-            r.add_route("*", p + path, _refused(403, _CHEQUEBOOK_OFF))
+        gated = [(path, _SWAP_OFF) for path in ("/settlements", "/settlements/{peer}", "/chequebook/cheque",
+                                                 "/chequebook/cheque/{peer}", "/chequebook/cashout/{peer}")]
+        gated += [(path, _CHEQUEBOOK_OFF) for path in ("/chequebook/balance", "/chequebook/address",
+                                                       "/chequebook/deposit", "/chequebook/withdraw")]
+        for path, message in gated:
+            for method in _GATED_METHODS:
+                r.add_route(method, p + path, _refused(403, message))

@@ -52,6 +52,11 @@ async def test_swap_and_chequebook_are_off_as_node_says(client, method, path, me
     assert body["message"] == f"{message}. This endpoint is unavailable."
 
 
+async def test_a_gated_routes_preflight_is_answered(client):
+    r = await client.options("/chequebook/balance", headers={"Origin": "http://app", "Access-Control-Request-Method": "GET"})
+    assert r.status == 204 and "GET" in r.headers["Allow"]
+
+
 async def test_welcome_message_is_set_and_read_back(client):
     assert await (await client.get("/welcome-message")).json() == {"welcomeMessage": ""}
     r = await client.post("/welcome-message", json={"welcomeMessage": "hello swarm ✓"})
