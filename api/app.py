@@ -25,6 +25,7 @@ from chunkstore.swarm.signer import Signer
 from sampler import SampleResult, reserve_sample_async
 
 from . import (
+    routes_act,
     routes_batches,
     routes_bytes,
     routes_bzz,
@@ -168,6 +169,7 @@ def make_app(
     routes_tags.add_routes(app)
     routes_pins.add_routes(app)
     routes_stewardship.add_routes(app)
+    routes_act.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

@@ -137,6 +137,11 @@ def error_payload(status: int, message: str | None = None, reasons: Iterable[Map
     return body
 
 
+def status_response(status: int = 200) -> web.Response:
+    """The reference's answer without a payload (``jsonhttp.OK(w, nil)``): ``{"code", "message"}``, the status text."""
+    return json_response(error_payload(status), status=status)
+
+
 def error_response(
     status: int,
     message: str | None = None,

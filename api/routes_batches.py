@@ -33,7 +33,7 @@ from chunkstore.swarm.jsontext import parse_json
 from chunkstore.transfer.batchfile import render_batch
 
 from .auth import require_admin
-from .errors import ApiError, json_response, status_for
+from .errors import ApiError, json_response, status_for, status_response
 from .params import decode_hex
 from .routes_chainstate import current
 from .state import state_of
@@ -192,7 +192,7 @@ async def delete_batch(request: web.Request) -> web.Response:
     removed = await st.run(_remove, st.store, batch_id)
     if not removed:
         raise ApiError(404, "batch not found")
-    return json_response({"code": 200, "message": "OK"})
+    return status_response()
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

@@ -37,7 +37,7 @@ from chunkstore.swarm.constants import MAX_SOC_SIZE as SOC_MAX_CHUNK  # largest 
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidSignature, InvalidStamp, SwarmError
 from chunkstore.swarm.soc import SOC, parse_soc, verify_soc_signature
 
-from .errors import ApiError, ParamError, json_response, nearest, status_for
+from .errors import ApiError, ParamError, json_response, nearest, status_for, status_response
 from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint
 from .putqueue import put_restamping
@@ -302,7 +302,7 @@ async def head_chunk(request: web.Request) -> web.Response:
     has = await st.run(st.store.has, address)
     if not has:
         raise ApiError(404)
-    return json_response({"code": 200, "message": "OK"})
+    return status_response()
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from .auth import require_admin
 from .debugstore import debug_info
-from .errors import ApiError, json_response
+from .errors import ApiError, json_response, status_response
 from .loggers import VERBOSITY_LEVELS, LoggerExpressionError, decode_expression, list_loggers, set_verbosity
 from .state import state_of
 
@@ -58,7 +58,7 @@ async def put_logger_verbosity(request: web.Request) -> web.Response:
         set_verbosity(exp, verbosity)
     except LoggerExpressionError as exc:
         raise _exp_error(str(exc)) from None
-    return json_response({"code": 200, "message": "OK"})
+    return status_response()
 
 
 def add_routes(app: web.Application) -> None:

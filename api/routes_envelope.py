@@ -19,7 +19,7 @@ from aiohttp import web
 
 from chunkstore.content import NotNodeBatch
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch
-from chunkstore.swarm.constants import ADDRESS_SIZE, BATCH_ID_SIZE
+from chunkstore.swarm.constants import ADDRESS_SIZE
 from chunkstore.swarm.errors import BucketFull
 from chunkstore.swarm.signer import checksum_address
 from chunkstore.swarm.stamp import Stamp
@@ -28,15 +28,12 @@ from .errors import ApiError, json_response
 from .middleware import write_refused
 from .params import decode_hex
 from .state import state_of
-from .uploads import BATCH_HEADER
+from .uploads import required_batch_id
 
 
 async def post_envelope(request: web.Request) -> web.Response:
     st = state_of(request)
-    batch_hex = request.headers.get(BATCH_HEADER)
-    if batch_hex is None:
-        raise ApiError(400, "invalid header params", [{"field": BATCH_HEADER.lower(), "error": "want required:"}])
-    batch_id = decode_hex("header", BATCH_HEADER.lower(), batch_hex, size=BATCH_ID_SIZE)
+    batch_id = required_batch_id(request)
     address = decode_hex("path", "address", request.match_info["address"], size=ADDRESS_SIZE)
 
     def stamp() -> Stamp:

@@ -33,7 +33,7 @@ from aiohttp import web
 
 from chunkstore.swarm.jsontext import parse_json
 
-from .errors import ApiError, json_response
+from .errors import ApiError, json_response, status_response
 from .params import decode_hex
 from .routes_chunks import read_body
 from .state import state_of
@@ -85,7 +85,7 @@ async def set_welcome_message(request: web.Request) -> web.Response:
     if len(message.encode()) > WELCOME_MESSAGE_LIMIT:
         raise ApiError(400, f"handshake welcome message longer than maximum of {WELCOME_MESSAGE_LIMIT} characters")
     state_of(request).welcome_message = message
-    return json_response(None)
+    return status_response()
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

@@ -35,7 +35,7 @@ from chunkstore.swarm.file import ChunkMissing, FileError
 from chunkstore.swarm.mantaray import ManifestError
 from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL, Level
 
-from .errors import ApiError, ParamError, json_body, json_response
+from .errors import ApiError, ParamError, json_body, json_response, status_response
 from .params import decode_hex, parse_uint
 from .state import state_of
 
@@ -73,7 +73,7 @@ async def pin(request: web.Request) -> web.Response:
         raise ApiError(422, f"pin collection failed: the reference leads to no valid tree: {exc}") from None
     if created:
         return json_response({"code": 201, "message": "Created"}, status=201)
-    return json_response({"code": 200, "message": "OK"})
+    return status_response()
 
 
 async def get_pin(request: web.Request) -> web.Response:
@@ -91,7 +91,7 @@ async def unpin(request: web.Request) -> web.Response:
         await st.run(st.store.pins.remove, reference)
     except UnknownPin:
         raise ApiError(404) from None
-    return json_response({"code": 200, "message": "OK"})
+    return status_response()
 
 
 async def list_pins(request: web.Request) -> web.Response:

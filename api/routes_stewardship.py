@@ -15,25 +15,39 @@ lost root the walk tries, as on downloads); 422 when the root is here but
 leads to no valid tree (the reference node answers 500 "is retrievable
 check failed").
 
-``PUT /stewardship/{reference}`` (re-upload to the network) needs peers:
-501, with the reason.
+``PUT /stewardship/{reference}`` re-uploads the content with the batch in
+``Swarm-Postage-Batch-Id`` (swarm-cli's ``pinning reupload``): the reference
+node walks the same tree from its own store, stamps every chunk again with
+that batch (a chunk the batch stamped before keeps its bucket position) and
+pushes each to the network. With no peers the closest node is this one, so
+each chunk is stored here under its new stamp, which is what the reference
+node with no peers does (``pkg/steward``, pushsync's "want self"). It goes
+through the upload path (``UploadSession``: the root group last, so a
+failed re-upload leaves the old stamps in place and no half-stamped root).
+Answers: 200 ``{"code": 200, "message": "OK"}``; 400 for the reference or
+a missing or bad batch header; 404 for a batch the node did not buy
+(``batch with id not found``) or a chunk of the tree that is not here (the
+reference answers 500 "re-upload failed" for both); 422 for no valid
+tree; 402 for an immutable batch's full bucket; 507 for a full disk.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from chunkstore.content import NotNodeBatch, UploadOptions
 from chunkstore.reserve import ReserveStore
-from chunkstore.store.errors import ChunkNotFound
+from chunkstore.store.errors import ChunkNotFound, UnknownBatch
+from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.file import ChunkMissing, FileError
 from chunkstore.swarm.mantaray import ManifestError
-from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL, Level
+from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL, DEFAULT_UPLOAD_LEVEL, Level
 from chunkstore.swarm.traversal import tree_addresses
 
-from .errors import ApiError, json_response
+from .errors import ApiError, json_response, status_response
 from .routes_bytes import parse_reference
-from .state import state_of
-from .uploads import redundancy_level
+from .state import AppState, state_of
+from .uploads import redundancy_level, required_batch_id, upload_error
 
 
 def is_retrievable(store: ReserveStore, reference: bytes, level: Level) -> bool:
@@ -58,9 +72,38 @@ async def get_stewardship(request: web.Request) -> web.Response:
     return json_response({"isRetrievable": retrievable})
 
 
+def reupload(st: AppState, reference: bytes, batch_id: bytes, level: Level) -> int:
+    """Stamp every chunk of the content at ``reference`` again with ``batch_id`` and store it (blocking).
+
+    Returns the number of chunks stamped. Raises ``ChunkMissing``/``ChunkNotFound`` for a chunk of the
+    tree that is not here, ``FileError``/``ManifestError`` for no valid tree, and what an upload raises.
+    """
+    session = st.upload_session(batch_id, UploadOptions(deferred=False))  # a direct upload: no tag
+    try:
+        for address in tree_addresses(reference, st.store.get, level=level):
+            session.put(address, st.store.get(address))
+        return session.finish(reference).put
+    except BaseException as exc:
+        session.abort(exc)
+        raise
+
+
 async def put_stewardship(request: web.Request) -> web.Response:
-    parse_reference(request.match_info["reference"], "reference")
-    raise ApiError(501, "re-upload sends the chunks to peers; this node has none")
+    st = state_of(request)
+    reference = parse_reference(request.match_info["reference"], "reference")
+    batch_id = required_batch_id(request)
+    level = redundancy_level(request, DEFAULT_UPLOAD_LEVEL)
+    try:
+        await st.run(reupload, st, reference, batch_id, level)
+    except (UnknownBatch, NotNodeBatch):
+        raise ApiError(404, "batch with id not found") from None
+    except (ChunkMissing, ChunkNotFound) as exc:
+        raise ApiError(404, f"re-upload failed: the content is not all held here: {exc}") from None
+    except (FileError, ManifestError) as exc:
+        raise ApiError(422, f"re-upload failed: the reference leads to no valid tree: {exc}") from None
+    except SwarmError as exc:
+        raise upload_error(request, exc) from None
+    return status_response()
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

@@ -35,6 +35,7 @@ from chunkstore.content import UploadOptions, UploadSession
 from chunkstore.content.errors import ContentError, NotNodeBatch
 from chunkstore.reserve import OutOfRadius
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
+from chunkstore.swarm.constants import BATCH_ID_SIZE
 from chunkstore.swarm.errors import BucketFull, SwarmError
 from chunkstore.swarm.redundancy.level import DEFAULT_UPLOAD_LEVEL, Level
 
@@ -52,6 +53,7 @@ DEFERRED_HEADER = "Swarm-Deferred-Upload"
 ENCRYPT_HEADER = "Swarm-Encrypt"
 LEVEL_HEADER = "Swarm-Redundancy-Level"
 ACT_HEADER = "Swarm-Act"
+ACT_UNSUPPORTED = "access control (Swarm-Act) is not supported by this node"
 
 
 @dataclass
@@ -87,19 +89,24 @@ def redundancy_level(request: web.Request, default: Level) -> Level:
     return Level(value)
 
 
-def parse_upload(request: web.Request) -> UploadRequest:
-    """The upload headers of a ``/bytes``, ``/bzz`` (or feed) upload, or a 4xx naming the bad one."""
+def required_batch_id(request: web.Request, hint: str = "") -> bytes:
+    """The ``Swarm-Postage-Batch-Id`` a node-stamped call must carry, or the reference's 400 for its absence."""
     raw_batch = request.headers.get(BATCH_HEADER, "")
     if not raw_batch:
-        hint = (f"; '{STAMP_HEADER}' (a pre-signed stamp) covers one chunk only: use POST /chunks for that"
-                if request.headers.get(STAMP_HEADER) else "")
         raise ApiError(400, "invalid header params",
                        [{"field": BATCH_HEADER.lower(), "error": f"want required: a batch id of the node{hint}"}])
-    batch_id = decode_hex("header", BATCH_HEADER.lower(), raw_batch, size=32)
+    return decode_hex("header", BATCH_HEADER.lower(), raw_batch, size=BATCH_ID_SIZE)
+
+
+def parse_upload(request: web.Request) -> UploadRequest:
+    """The upload headers of a ``/bytes``, ``/bzz`` (or feed) upload, or a 4xx naming the bad one."""
+    hint = (f"; '{STAMP_HEADER}' (a pre-signed stamp) covers one chunk only: use POST /chunks for that"
+            if request.headers.get(STAMP_HEADER) else "")
+    batch_id = required_batch_id(request, hint)
     tag_raw = request.headers.get(TAG_HEADER, "")
     tag = parse_uint("header", TAG_HEADER, tag_raw) if tag_raw else 0
     if _bool_header(request, ACT_HEADER):
-        raise ApiError(501, "access control (Swarm-Act) is not supported by this node")
+        raise ApiError(501, ACT_UNSUPPORTED)
     deferred = _bool_header(request, DEFERRED_HEADER)
     return UploadRequest(
         batch_id=batch_id,

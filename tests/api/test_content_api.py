@@ -226,6 +226,12 @@ async def test_upload_header_refusals(ctx):
     assert ctx.store.stats()["chunks"] == 0
 
 
+@pytest.mark.parametrize(("method", "path"), [("POST", "/grantee"), ("GET", f"/grantee/{'ab' * 32}"),
+                                              ("PATCH", f"/v1/grantee/{'ab' * 32}")])
+async def test_access_control_routes_say_it_is_not_served(ctx, method, path):
+    await expect_error(await ctx.client.request(method, path), 501, r"access control \(Swarm-Act\) is not supported")
+
+
 async def test_tag_pin_and_deferred_are_accepted(ctx):
     r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(**{"Swarm-Tag": "42"}))
     await expect_error(r, 404, "tag not found")  # no such tag: as the reference answers

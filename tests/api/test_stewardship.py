@@ -79,7 +79,59 @@ async def test_stewardship_errors(ctx):
     reference = await upload(ctx, "/bytes", b"small")
     r = await ctx.client.get(f"/stewardship/{reference}", headers={"Swarm-Redundancy-Level": "9"})
     await expect_error(r, 400, "redundancy level")
-    await expect_error(await ctx.client.put(f"/stewardship/{reference}", headers=upload_headers()), 501, "peers")
     assert await retrievable(ctx, reference)
     r = await ctx.client.get(f"/v1/stewardship/{reference}")
     assert r.status == 200 and await r.json() == {"isRetrievable": True}
+
+
+OTHER = bytes.fromhex("5b" * 32)
+
+
+def batches_of(store: ReserveStore, address: bytes) -> set[bytes]:
+    return {stamp.batch_id for stamp in store.stamps_of(address)}
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("/bytes", {}),  # MEDIUM: the parities too
+        ("/bytes", {"Swarm-Encrypt": "true"}),
+        ("/bzz?name=a.bin", {"Content-Type": "application/octet-stream"}),  # the manifest and its file
+    ],
+)
+async def test_reupload_stamps_every_chunk_of_the_tree_with_the_batch(ctx, path, headers):
+    data = os.urandom(5 * 4096 + 7)
+    reference = await upload(ctx, path, data, **headers)
+    addresses = set(tree_addresses(bytes.fromhex(reference), ctx.store.get))
+    assert len(addresses) > 6 and all(batches_of(ctx.store, a) == {bytes.fromhex("ab" * 32)} for a in addresses)
+    await register_batch(ctx.client, batch_id=OTHER)
+    r = await ctx.client.put(f"/stewardship/{reference}", headers=upload_headers(OTHER))
+    assert r.status == 200, await r.text()
+    assert await r.json() == {"code": 200, "message": "OK"}
+    assert all(OTHER in batches_of(ctx.store, a) for a in addresses)
+    # again: each chunk keeps its position in the batch (a re-stamp, not a new slot)
+    positions = {a: [s.index for s in ctx.store.stamps_of(a) if s.batch_id == OTHER] for a in addresses}
+    assert (await ctx.client.put(f"/v1/stewardship/{reference}", headers=upload_headers(OTHER))).status == 200
+    assert positions == {a: [s.index for s in ctx.store.stamps_of(a) if s.batch_id == OTHER] for a in addresses}
+    assert await retrievable(ctx, reference)
+
+
+async def test_reupload_refusals_leave_the_stamps_as_they_were(ctx):
+    reference = await upload(ctx, "/bytes", os.urandom(3 * 4096))
+    url = f"/stewardship/{reference}"
+    body = await expect_error(await ctx.client.put(url), 400, "invalid header params")
+    assert [r["field"] for r in body["reasons"]] == ["swarm-postage-batch-id"]
+    await expect_error(await ctx.client.put(url, headers={"Swarm-Postage-Batch-Id": "12"}), 400, "invalid header params")
+    await expect_error(await ctx.client.put("/stewardship/abcd", headers=upload_headers()), 400, "invalid path params")
+    await expect_error(await ctx.client.put(url, headers=upload_headers(OTHER)), 404, "batch with id not found")
+    foreign = bytes.fromhex("cd" * 32)
+    await register_batch(ctx.client, batch_id=foreign, owner="11" * 20)
+    await expect_error(await ctx.client.put(url, headers=upload_headers(foreign)), 404, "batch with id not found")
+    # a leaf of the tree lost: the root (stored last) is not stamped with the new batch
+    await register_batch(ctx.client, batch_id=OTHER)
+    root = bytes.fromhex(reference)
+    addresses = set(tree_addresses(root, ctx.store.get))
+    drop(ctx.store, next(a for a in sorted(addresses) if a != root))
+    await expect_error(await ctx.client.put(url, headers=upload_headers(OTHER)), 404, "not all held here")
+    assert OTHER not in batches_of(ctx.store, root)
+    await expect_error(await ctx.client.put(f"/stewardship/{os.urandom(32).hex()}", headers=upload_headers(OTHER)), 404)

@@ -4,7 +4,8 @@ Runs, in order, against one real daemon: ``status``, ``addresses``, ``stamp
 buy``, ``stamp list``, ``stamp show``, ``upload`` of a file and of a folder
 (with ``--index-document``), ``download`` of both, ``feed upload`` twice and
 ``feed print`` (which must see the second update), ``pinning pin``,
-``pinning list``, ``manifest list`` and ``utility rchash``. Each command
+``pinning list``, ``manifest list``, ``utility rchash`` and ``pinning
+reupload`` with a second batch. Each command
 must exit 0, and what it reports is checked against the daemon and the
 files themselves. The transcript (every command, exit status and output)
 is printed; ``pytest -s`` shows it.
@@ -156,3 +157,8 @@ def run_all(cli: SwarmCli, d: Daemon, tmp_path: Path) -> None:
     assert re.fullmatch(r"Reserve sampling duration: \d+(\.\d+)? seconds", rchash.stdout.strip()), rchash.stdout
     assert "Pinned successfully" in ok(cli("pinning", "pin", file_ref)).stdout
     assert file_ref in ok(cli("pinning", "list")).stdout
+    # re-upload the pinned file with a second batch: every chunk of it is stamped by that batch too
+    second = value_of(ok(cli("stamp", "buy", "--amount", AMOUNT, "--depth", DEPTH, "--label", "again")), "Stamp ID")
+    assert d.json(f"/stamps/{second}")["utilization"] == 0
+    assert "Reuploaded successfully" in ok(cli("pinning", "reupload", file_ref, "--stamp", second)).stdout
+    assert d.json(f"/stamps/{second}")["utilization"] >= 1
