@@ -149,7 +149,10 @@ def make_app(
     # the scrape runs in the thread pool, where the probe's statvfs (only while refused) may block
     metrics.attach_readiness(lambda: state.ready and store.write_refusal() is None)
 
-    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware], client_max_size=config.max_body)
+    # Bodies are stored as sent, Content-Encoding or not, as the reference's Go server leaves them: aiohttp's
+    # decoding gave a cut-off gzip stream's prefix a reference, and a body that did not decode a 500.
+    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware],
+                          client_max_size=config.max_body, handler_args={"auto_decompress": False})
     app[STATE] = state
     routes_status.add_routes(app)
     routes_chunkstream.add_routes(app)  # before /chunks/{address}, which would take "stream" for an address

@@ -620,3 +620,23 @@ async def test_slow_uploads_do_not_starve_other_requests(tmp_path):
         release.set()
         for done in await asyncio.gather(*uploads):
             assert done.status == 201
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+async def test_bodies_are_stored_as_sent_whatever_their_content_encoding(ctx, encoding):
+    """The reference's Go server never decodes a request body: the reference is that of the bytes sent."""
+    import gzip
+    import zlib
+
+    plain = os.urandom(3 * 4096 + 11)
+    sent = {"gzip": gzip.compress(plain), "deflate": zlib.compress(plain), "br": b"not brotli at all"}[encoding]
+    headers = upload_headers(**{"Content-Encoding": encoding, "Swarm-Redundancy-Level": "0"})
+    for body in (sent, sent[: len(sent) // 2], b"\x1f\x8b garbage that decodes as nothing"):  # whole, cut, junk
+        r = await ctx.client.post("/bytes", data=body, headers=headers)
+        assert r.status == 201, await r.text()
+        plain_ref = await ctx.client.post("/bytes", data=body, headers=upload_headers(**{"Swarm-Redundancy-Level": "0"}))
+        assert (await r.json())["reference"] == (await plain_ref.json())["reference"]
+        assert await (await ctx.client.get(f"/bytes/{(await r.json())['reference']}")).read() == body
+    # a single chunk too: its body is the chunk as sent, which is no chunk when it is compressed garbage
+    r = await ctx.client.post("/chunks", data=b"\x78\x9c" + os.urandom(3), headers={**upload_headers(), "Content-Encoding": encoding})
+    await expect_error(r, 400)
