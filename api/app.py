@@ -107,9 +107,10 @@ def make_app(
     """
     metrics = Metrics(config.sampling_window)
     executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="store")
-    # Uploads hold a thread for as long as their body arrives: a pool of their own, so that they
-    # never starve the short store calls every other request makes.
-    upload_executor = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="upload")
+    # Uploads hold a thread for as long as their body arrives: a pool of their own, so that they never
+    # starve the short store calls every other request makes, and one thread per upload (up to
+    # --max-uploads, then a 503), so that clients whose bodies stall hold up only themselves.
+    upload_executor = ThreadPoolExecutor(max_workers=config.max_uploads, thread_name_prefix="upload")
     reserve = store.reserve
     if overlay is None:
         overlay = reserve.overlay

@@ -47,6 +47,7 @@ class Config:
     sample_wait: float = 10.0
     min_batch_balance: int | None = None
     threads: int = 8
+    max_uploads: int = 256
     shards: int | None = None
     shutdown_timeout: float = 30.0
     log_format: str = "json"
@@ -172,7 +173,8 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--max-body", _positive_int, "largest request body accepted, bytes"),
     ("--sample-wait", _non_negative_float, "seconds a different /rchash request waits for a running sample before 503"),
     ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample"),
-    ("--threads", _positive_int, "threads for blocking store calls, and as many again for uploads in progress"),
+    ("--threads", _positive_int, "threads for blocking store calls"),
+    ("--max-uploads", _positive_int, "uploads in progress at once (a thread each while its body arrives); more are a 503"),
     ("--shards", _positive_int, "store shards for a new store (default: the store's own)"),
     ("--shutdown-timeout", _non_negative_float, "seconds to drain in-flight requests on SIGTERM/SIGINT"),
     ("--log-format", str, "json (JSON lines) or kv (key=value)"),
@@ -264,6 +266,7 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> C
         sample_wait=ns.sample_wait,
         min_batch_balance=ns.min_batch_balance,
         threads=ns.threads,
+        max_uploads=ns.max_uploads,
         shards=ns.shards,
         shutdown_timeout=ns.shutdown_timeout,
         log_format=ns.log_format,

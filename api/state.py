@@ -79,6 +79,7 @@ class AppState:
     ready: bool = True
     started_at: float = field(default_factory=time.time)
     inflight: int = 0  # requests inside the handlers now
+    uploads_running: int = 0  # uploads holding an upload thread (api.uploads.run_upload)
     draining: bool = False  # set on SIGTERM: answers carry Connection: close
     _idle: asyncio.Event | None = None
 

@@ -157,12 +157,17 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
             raise
         return reference
 
+    if st.uploads_running >= st.config.max_uploads:  # checked and counted on the event loop: no race
+        raise ApiError(503, f"too many uploads in progress ({st.uploads_running}, --max-uploads); try again later")
+    st.uploads_running += 1
     try:
         return await asyncio.get_running_loop().run_in_executor(st.upload_executor, job)
     except SwarmError as exc:
         raise upload_error(request, exc) from None
     except TimeoutError:
         raise ApiError(408, "request body stalled: no data for too long") from None
+    finally:
+        st.uploads_running -= 1
 
 
 def created(reference: bytes, up: UploadRequest, headers: dict[str, str] | None = None) -> web.Response:

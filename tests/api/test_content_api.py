@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -640,3 +641,33 @@ async def test_bodies_are_stored_as_sent_whatever_their_content_encoding(ctx, en
     # a single chunk too: its body is the chunk as sent, which is no chunk when it is compressed garbage
     r = await ctx.client.post("/chunks", data=b"\x78\x9c" + os.urandom(3), headers={**upload_headers(), "Content-Encoding": encoding})
     await expect_error(r, 400)
+
+
+async def _stalled_upload(port: int, batch: bytes) -> asyncio.StreamWriter:
+    """A /bytes upload whose client sent 100 of the 1,000,000 bytes it promised, then went quiet."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"POST /bytes HTTP/1.1\r\nHost: x\r\nSwarm-Postage-Batch-Id: {batch.hex()}\r\n"
+                 "Content-Length: 1000000\r\n\r\n".encode() + b"x" * 100)
+    await writer.drain()
+    return writer
+
+
+@pytest.mark.parametrize(("max_uploads", "stalled"), [(256, 9), (3, 3)])
+async def test_stalled_uploads_hold_up_only_themselves(tmp_path, max_uploads, stalled):
+    """An operator's sweep: as many stalled uploads as the upload threads (8) made every other upload wait,
+    for as long as the stalled clients kept their sockets open."""
+    app, _ = content_app(tmp_path, max_uploads=max_uploads)
+    async with TestClient(TestServer(app)) as c:
+        await register_batch(c)
+        writers = [await _stalled_upload(c.port, BATCH) for _ in range(stalled)]
+        try:
+            await asyncio.sleep(0.3)  # every stalled upload is in its thread, waiting for its body
+            r = await asyncio.wait_for(c.post("/bytes", data=b"on time", headers=upload_headers()), 10)
+            if stalled < max_uploads:
+                assert r.status == 201, await r.text()
+            else:
+                await expect_error(r, 503, "too many uploads in progress")
+            assert (await asyncio.wait_for(c.get("/health"), 10)).status == 200
+        finally:
+            for w in writers:
+                w.close()
