@@ -79,7 +79,11 @@ def acquire_env(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lm
 
 
 def _open(path: str, *, readonly: bool, map_size: int, max_dbs: int) -> lmdb.Environment:
-    cut = shortfall(os.path.join(path, "data.mdb"))
+    data_file = os.path.join(path, "data.mdb")
+    if readonly and os.path.isfile(data_file) and os.path.getsize(data_file) == 0:
+        # LMDB refuses it with "Bad file descriptor"; a writable open would make it a new, empty environment
+        raise StoreFormatError(f"{data_file} is empty (0 bytes): the environment was lost; restore it from a backup")
+    cut = shortfall(data_file)
     if cut is not None:
         raise StoreFormatError(cut)  # mapped, it would kill the process with SIGBUS at the first read past its end
     try:

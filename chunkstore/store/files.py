@@ -17,6 +17,7 @@ from .envs import Database, acquire_env, release_env
 from .errors import StoreFormatError
 from .layout import (
     DB_BATCHES,
+    DB_CHUNKS,
     DB_INFO,
     DB_ISSUERS,
     DB_PINNING,
@@ -84,9 +85,10 @@ def open_meta(
     each shard of a store with ``count`` shards (used when creating them).
     """
     meta_path = os.path.join(root, META_DIR)
-    exists = os.path.isfile(os.path.join(meta_path, "data.mdb"))
+    meta_file = os.path.join(meta_path, "data.mdb")
+    exists = os.path.isfile(meta_file) and os.path.getsize(meta_file) > 0
     if readonly and not exists:
-        raise StoreFormatError(f"{root}: no chunk store here (missing {META_DIR}/data.mdb)")
+        raise StoreFormatError(f"{root}: no chunk store here ({META_DIR}/data.mdb is missing or empty)")
     if shards is not None:
         check_shard_count(shards)
     if exists:
@@ -100,8 +102,44 @@ def open_meta(
             release_env(env)
             raise
         release_env(env)  # an interrupted creation: do it again (LMDB forbids a second handle)
+    _refuse_lost_meta(root)
     count = shards or default_shards
     return _create(root, meta_path, count, map_size, shard_map_size(count))
+
+
+def _refuse_lost_meta(root: str) -> None:
+    """Refuse to create the meta env again over shards that hold chunks: its loss is not a creation cut short.
+
+    An interrupted creation leaves shards with their info and no chunk. Shards with chunks mean the meta
+    env (batches, pins, the node's stamp positions) was lost or emptied: a new one would serve the
+    chunks without their batches and hand out stamp positions already used.
+    """
+    held = 0
+    for index in range(MAX_SHARDS):
+        path = shard_path(root, index)
+        if not os.path.isdir(path):
+            break
+        data = os.path.join(path, "data.mdb")
+        if not os.path.isfile(data) or os.path.getsize(data) == 0:
+            continue
+        try:
+            env = lmdb.open(path, readonly=True, lock=False, max_dbs=len(SHARD_DBS), subdir=True)
+        except lmdb.Error:
+            continue  # a damaged shard: the shard's own open check names it
+        try:
+            with env.begin() as txn:
+                held += txn.stat(env.open_db(DB_CHUNKS, txn=txn, create=False))["entries"]
+        except lmdb.Error:
+            pass  # no chunks database: a shard whose creation was cut short
+        finally:
+            env.close()
+    if held:
+        raise StoreFormatError(
+            f"{root}: {META_DIR}/data.mdb is missing or empty, yet the shards hold {held} chunk(s): the store's "
+            f"batches, pins and stamp positions are lost with it; restore {META_DIR}/ from a backup (a new "
+            "meta environment would serve the chunks without their batches and hand out used stamp positions "
+            "again), or move the data dir away to start an empty store"
+        )
 
 
 def _check_meta(env: lmdb.Environment, meta_path: str, root: str, shards: int | None, *, readonly: bool) -> MetaEnv:

@@ -14,6 +14,7 @@ import pytest
 
 from api.cli import int_in, main
 from chunkstore.reserve import ReserveStore
+from chunkstore.store.errors import StoreFormatError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,12 +125,9 @@ def test_sampler_workers_leave_ctrl_c_to_the_master(tmp_path):
     assert done.stdout.strip() == "True"
 
 
-def test_a_shard_file_cut_short_is_refused_by_name_not_a_bus_error(tmp_path):
-    """A CLI sweep truncated shard-001/data.mdb: verify, sample and export died of SIGBUS (-7), silently."""
-    from chunkstore.store.layout import shard_path
+def _store_of_400_chunks(path: Path) -> None:
     from tests.store.helpers import Stamper, make_batch, random_cac
 
-    path = tmp_path / "store"
     batch = make_batch(1, depth=22)
     with ReserveStore(path) as store:
         store.batches.add(batch)
@@ -137,15 +135,55 @@ def test_a_shard_file_cut_short_is_refused_by_name_not_a_bus_error(tmp_path):
         for _ in range(400):
             address, data = random_cac()
             store.put(data, stamper.stamp(address))
-    data_file = os.path.join(shard_path(str(path), 1), "data.mdb")
-    os.truncate(data_file, 8192)
+
+
+@pytest.mark.parametrize(("env_dir", "size", "says"), [
+    ("shard-001", 8192, "cut short"), ("shard-001", 0, "is empty"), ("meta", 0, "missing or empty"),
+])  # fmt: skip
+def test_a_data_file_cut_short_or_emptied_is_refused_by_name(tmp_path, env_dir, size, says):
+    """A CLI sweep truncated shard-001/data.mdb: verify, sample and export died of SIGBUS (-7), silently; an
+    emptied one gave LMDB's "Bad file descriptor" traceback."""
+    path = tmp_path / "store"
+    _store_of_400_chunks(path)
+    os.truncate(path / env_dir / "data.mdb", size)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for args in (["verify"], ["sample", "--depth", "0", "--anchor1", "5a", "--anchor2", "01"],
                  ["export", str(tmp_path / "out.tar")]):
         done = subprocess.run([sys.executable, "-m", "api.cli", args[0], "--data-dir", str(path), *args[1:]],
                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
         assert done.returncode == 2, (args, done.returncode, done.stderr)
-        assert "cut short" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert says in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("lose", ["empty", "remove"])
+def test_a_lost_meta_env_is_not_replaced_by_an_empty_one(tmp_path, lose):
+    """A crash sweep emptied (or removed) meta/data.mdb of a store holding chunks: serve made a new one and
+    answered ready, with no batch, no pin and no record of the stamp positions used."""
+    path = tmp_path / "store"
+    _store_of_400_chunks(path)
+    meta = path / "meta" / "data.mdb"
+    if lose == "empty":
+        os.truncate(meta, 0)
+    else:
+        meta.unlink()
+    with pytest.raises(StoreFormatError, match=r"missing or empty, yet the shards hold 400 chunk"):
+        ReserveStore(path)
+    assert not meta.exists() or meta.stat().st_size == 0  # left as it was found
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "api.cli", "serve", "--data-dir", str(path), "--port", "0"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "restore meta/ from a backup" in done.stderr, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+
+
+def test_a_store_whose_creation_was_cut_short_is_created_again(tmp_path):
+    """Shards made, meta info not yet written (a creation interrupted): no chunk can be there, so the next
+    open creates the store again."""
+    path = tmp_path / "store"
+    ReserveStore(path).close()
+    os.truncate(path / "meta" / "data.mdb", 0)
+    with ReserveStore(path) as store:
+        assert store.chunk_count() == 0
 
 
 @pytest.mark.parametrize("args", [["serve", "--help"], ["serve", "--no-such-flag"]])
