@@ -29,7 +29,7 @@ class NodeKeyError(Exception):
 
 def read_key(path: Path) -> Signer:
     try:
-        text = path.read_text().strip().lower().removeprefix("0x")
+        text = path.read_text(encoding="ascii", errors="replace").strip().lower().removeprefix("0x")
     except OSError as exc:
         raise NodeKeyError(f"cannot read the node key file {path}: {exc.strerror or exc}") from None
     try:

@@ -77,7 +77,11 @@ def resolve_overlay(data_dir: Path, configured: str | None) -> bytes:
         return bytes.fromhex(configured)
     path = Path(data_dir) / OVERLAY_FILE
     if path.exists():
-        text = path.read_text().strip().lower().removeprefix("0x")
+        try:
+            # errors="replace": bytes that are no text fail as hex below, with the message, not as a traceback
+            text = path.read_text(encoding="ascii", errors="replace").strip().lower().removeprefix("0x")
+        except OSError as exc:
+            raise StartupError(f"cannot read the overlay file {path}: {exc.strerror or exc}", 2) from None
         try:
             raw = bytes.fromhex(text)
         except ValueError:

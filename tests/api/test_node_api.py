@@ -192,9 +192,24 @@ def test_node_key_file_rules(tmp_path):
     with pytest.raises(NodeKeyError, match="does not exist"):
         load_node_key(tmp_path, tmp_path / "typo.key")
     bad = tmp_path / "bad.key"
-    bad.write_text("not hex")
-    with pytest.raises(NodeKeyError, match="64 hex"):
-        load_node_key(tmp_path, bad)
+    for junk in (b"not hex", b"\xff\xfe" + b"ab" * 31):  # the second is no text at all (a sweep's traceback)
+        bad.write_bytes(junk)
+        with pytest.raises(NodeKeyError, match="64 hex"):
+            load_node_key(tmp_path, bad)
+
+
+@pytest.mark.parametrize("junk", [b"zz", b"\xff\xfe" + b"ab" * 31, None])
+def test_a_bad_overlay_file_is_refused_with_the_message(tmp_path, junk):
+    from api.server import OVERLAY_FILE, StartupError, resolve_overlay
+
+    path = tmp_path / OVERLAY_FILE
+    if junk is None:
+        path.mkdir()  # not a file at all
+    else:
+        path.write_bytes(junk)
+    with pytest.raises(StartupError, match="overlay") as caught:
+        resolve_overlay(tmp_path, None)
+    assert caught.value.code == 2
 
 
 def _counter(text: str, name: str, labels: str) -> float:
