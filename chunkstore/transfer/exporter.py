@@ -18,6 +18,7 @@ writers go on meanwhile.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import stat
 import sys
@@ -41,6 +42,7 @@ from . import snapformat as snap
 from . import tarformat as tarf
 from .batchfile import dump_batches
 from .errors import TransferError
+from .holdlock import abandoned, hold
 from .progress import bar
 
 DEFAULT_FRAME = 1 << 20  # decoded bytes per snapshot frame
@@ -278,9 +280,14 @@ def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[
             with open(path, "wb", buffering=1 << 20) as stream:
                 yield stream, path
             return
+        for stale in glob.glob(glob.escape(path) + ".partial-*"):
+            if abandoned(stale):  # left by an export that was killed
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(stale)
         tmp = f"{path}.partial-{os.getpid()}"
         try:
             with open(tmp, "wb", buffering=1 << 20) as stream:
+                hold(stream.fileno())
                 yield stream, path
             os.replace(tmp, path)  # a failed export leaves no file that looks complete
         finally:

@@ -65,6 +65,7 @@ from .bufferpool import SharedRing
 from .bulkload import WRITE, Describe, LoadReport, apply_slow, estimate_growth, plan, publish
 from .errors import ImportRefused, InsufficientSpace
 from .fastcheck import BatchTable
+from .holdlock import abandoned, hold
 from .progress import bar
 from .readers import Collector, PrefixedStream, read_snapshot, read_snapshot_header, read_tar
 from .runs import FileRun, Run, RunBuffer
@@ -73,6 +74,7 @@ from .workers import Workers
 
 DEFAULT_BUDGET = 512 * MiB
 STAGING = ".import-staging"
+STAGING_LOCK = "lock"  # in each staging directory, locked while its import runs (holdlock.py)
 Source = str | os.PathLike[str] | Readable  # a path, "-" (standard input), or an open binary stream
 
 
@@ -402,20 +404,33 @@ def _staging(store_path: str, directory: str | None) -> Iterator[str]:
     base = directory or os.path.join(store_path, STAGING)
     os.makedirs(base, exist_ok=True)
     for entry in os.listdir(base):
-        pid = entry.split("-")[1] if entry.startswith("import-") else ""
-        if pid.isdigit() and not _alive(int(pid)):
+        if entry.startswith("import-") and _abandoned_staging(os.path.join(base, entry), entry):
             shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
     path = os.path.join(base, f"import-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.makedirs(path)
+    lock = os.open(os.path.join(path, STAGING_LOCK), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
+        hold(lock)  # held until this import ends; the workers it forks share it
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+        os.close(lock)
         with contextlib.suppress(OSError):
             os.rmdir(base)  # only if no other import is staging there
         if made_store_dir:
             with contextlib.suppress(OSError):
                 os.rmdir(store_path)  # only if the import failed before creating the store
+
+
+def _abandoned_staging(path: str, name: str) -> bool:
+    """A staging directory no import is using: its lock is free (a process id says nothing in a container,
+    where every run has the same one). One without a lock file was made by a version before the lock:
+    its process id decides, and our own cannot be another live import's."""
+    lock = os.path.join(path, STAGING_LOCK)
+    if os.path.exists(lock):
+        return abandoned(lock)
+    pid = name.split("-")[1] if name.count("-") >= 2 else ""
+    return pid.isdigit() and (int(pid) == os.getpid() or not _alive(int(pid)))
 
 
 def _alive(pid: int) -> bool:
