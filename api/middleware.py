@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 
+import lmdb
 from aiohttp import web
 
 from chunkstore.store.errors import StoreWriteFailed
@@ -147,6 +148,10 @@ def write_refused(request: web.Request, exc: StoreWriteFailed) -> ApiError:
 _PASS_THROUGH_STATUSES = range(200, 400)
 
 
+# LMDB's own words for a data file whose pages do not hold what its B-trees say.
+_DAMAGED = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadValsizeError, lmdb.InvalidError)
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every failure into a JSON error; never let a traceback reach the client."""
@@ -175,6 +180,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except TimeoutError as exc:
         log.info("request timed out", extra={"fields": {"path": request.path, "error": repr(exc)}})
         return error_response(408, "request aborted: a read timed out")
+    except _DAMAGED as exc:
+        # A damaged page of a data file, met while serving: say so, and what to run (the store's own
+        # integrity check), rather than a bare internal error.
+        log.error("store damaged", extra={"fields": {"method": request.method, "path": request.path, "error": str(exc)}})
+        return error_response(500, f"store damaged: {type(exc).__name__}: {exc}; run `chunkstore verify` on its data dir")
     except Exception:
         log.exception("unhandled error", extra={"fields": {"method": request.method, "path": request.path}})
         return error_response(500, "internal error")

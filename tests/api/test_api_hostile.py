@@ -183,3 +183,23 @@ async def test_a_client_hanging_up_mid_request_is_counted_499_not_408(tmp_path):
                    if m.name.endswith("http_requests") for s in m.samples
                    if s.name.endswith("_total") and s.labels["method"] == "POST"}
         assert counted == {"499": 1.0, "408": 1.0}, counted
+
+
+@pytest.mark.parametrize("damage", ["CorruptedError", "PageNotFoundError", "BadValsizeError"])
+async def test_a_damaged_data_file_met_while_serving_is_named(tmp_path, damage):
+    """A crash sweep damaged pages of a shard: some reads answered a bare 500 "internal error"."""
+    import lmdb
+    from aiohttp.test_utils import make_mocked_request
+
+    from api.middleware import error_middleware
+
+    app, _ = build(tmp_path)
+    async with TestClient(TestServer(app)):
+
+        async def read_damaged(_request):
+            raise getattr(lmdb, damage)("mdb_get: MDB_CORRUPTED: Located page was wrong type")
+
+        r = await error_middleware(make_mocked_request("GET", "/chunks/" + "ab" * 32, app=app), read_damaged)
+        body = json.loads(r.body)
+        assert r.status == 500 and body["code"] == 500
+        assert body["message"].startswith(f"store damaged: {damage}: ") and "chunkstore verify" in body["message"]
