@@ -39,6 +39,7 @@ from . import (
     routes_node,
     routes_peers,
     routes_pins,
+    routes_pss,
     routes_rchash,
     routes_stamps,
     routes_status,
@@ -174,6 +175,7 @@ def make_app(
     routes_pins.add_routes(app)
     routes_stewardship.add_routes(app)
     routes_act.add_routes(app)
+    routes_pss.add_routes(app)
     routes_ui.add_routes(app)
 
     async def on_startup(app: web.Application) -> None:

@@ -73,7 +73,9 @@ class AppState:
     upload_observers: list[UploadObserver] = field(default_factory=list)
     feed_resolver: FeedResolver | None = None  # GET /bzz of a feed manifest: 501 until set
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
-    streams: set[web.WebSocketResponse] = field(default_factory=set)  # open /chunks/stream uploads
+    streams: set[web.WebSocketResponse] = field(default_factory=set)  # open WebSockets: chunk streams, PSS
+    # PSS subscribers by topic (api.routes_pss): a message sent here is delivered to them
+    pss_topics: dict[bytes, set[web.WebSocketResponse]] = field(default_factory=dict)
     version: str = "0.0.0"
     welcome_message: str = ""  # /welcome-message (api.routes_peers), kept in memory as the reference keeps it
     ready: bool = True

@@ -9,7 +9,8 @@ next 2), ``fetchLatestFeedUpdate``, two payload updates the same way,
 for a feed with no updates; ``makeSOCWriter``/``makeSOCReader``; ``pin``,
 ``getAllPins``, ``getPin`` and its error for an unknown pin, the error for
 an unknown tag; ``isReferenceRetrievable``; ``streamDirectory``;
-``createEnvelope`` and ``uploadChunk`` of the chunk with that envelope.
+``createEnvelope`` and ``uploadChunk`` of the chunk with that envelope;
+``pssSend`` heard by this node's own ``pssReceive``.
 
 Skipped when node is not on PATH or ``npm ci --prefix tests/js`` has not
 been run.
@@ -68,6 +69,7 @@ def test_bee_js_node_owned_surface(dev_daemon: Daemon, tmp_path: Path) -> None:
 
     # SOC, tag, pins, retrievability, streamed directory
     assert r["soc"]["owner"] == owner.hex()
+    assert r["pssReceived"] == "hello over pss"
     env = r["envelope"]
     assert env["reference"] == env["address"] and env["batchId"] == r["batchId"]
     assert env["issuer"].removeprefix("0x").lower() == addresses["ethereum"].removeprefix("0x")  # the node signed it

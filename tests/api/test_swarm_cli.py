@@ -5,7 +5,7 @@ buy``, ``stamp list``, ``stamp show``, ``upload`` of a file and of a folder
 (with ``--index-document``), ``download`` of both, ``feed upload`` twice and
 ``feed print`` (which must see the second update), ``pinning pin``,
 ``pinning list``, ``manifest list``, ``utility rchash`` and ``pinning
-reupload`` with a second batch. Each command
+reupload`` with a second batch, ``pss send`` heard by ``pss receive``. Each command
 must exit 0, and what it reports is checked against the daemon and the
 files themselves. The transcript (every command, exit status and output)
 is printed; ``pytest -s`` shows it.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -162,3 +163,17 @@ def run_all(cli: SwarmCli, d: Daemon, tmp_path: Path) -> None:
     assert d.json(f"/stamps/{second}")["utilization"] == 0
     assert "Reuploaded successfully" in ok(cli("pinning", "reupload", file_ref, "--stamp", second)).stdout
     assert d.json(f"/stamps/{second}")["utilization"] >= 1
+
+    # PSS with no peers: this node is the closest to any target, so its own `pss receive` hears the send
+    heard: list[Run] = []
+    receiver = threading.Thread(target=lambda: heard.append(
+        cli("pss", "receive", "--topic-string", "e2e", "--timeout", "60000", timeout=90)))
+    receiver.start()
+    for _ in range(30):  # sent until the receiver, whose subscription opens some time after it starts, hears one
+        ok(cli("pss", "send", "--topic-string", "e2e", "--message", "hello over pss", "--target",
+               addresses["overlay"][:4], "--stamp", stamp))
+        receiver.join(2)
+        if not receiver.is_alive():
+            break
+    receiver.join(60)
+    assert heard and "hello over pss" in ok(heard[0]).stdout

@@ -206,6 +206,14 @@ async function main() {
   check(Buffer.from(socBack.payload.toUint8Array()).equals(Buffer.from(socPayload)), 'SOC payload read back')
   results.soc = { owner: socBack.owner.toHex(), identifier: socId.toHex(), size: socPayload.length }
 
+  // PSS with no peers: the node is the closest to any target, so its own subscribers get the message.
+  const pssTopic = Topic.fromString('drive-node pss')
+  const received = bee.pssReceive(pssTopic, 20000)
+  await new Promise((resolve) => setTimeout(resolve, 300)) // the subscription is open before the send
+  await call("bee.pssSend(batch, topic, 'ab', 'hello over pss')", () => bee.pssSend(batchId, pssTopic, 'ab', 'hello over pss'))
+  results.pssReceived = await call('bee.pssReceive(topic, 20000)', () => received, (m) => m.toUtf8())
+  results.pssReceived = results.pssReceived.toUtf8()
+
   // A stamp the node signs for a chunk the client uploads itself (bee-js' documented envelope flow).
   const enveloped = bee.makeContentAddressedChunk(new Uint8Array(randomBytes(300)))
   const envelope = await call('bee.createEnvelope(batch, chunk.address)', () =>

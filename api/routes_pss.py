@@ -1,0 +1,145 @@
+"""PSS on a node with no peers: ``POST /pss/send/{topic}/{targets}`` and ``GET /pss/subscribe/{topic}`` (``pkg/api/pss.go``).
+
+The reference node wraps the message in a trojan chunk (``chunkstore.swarm.pss``:
+encrypted to ``?recipient=`` or, without one, to the topic's own key; the
+nonce mined until the chunk's address starts with one of the comma-separated
+hex targets, 1 to 3 bytes each), stamps it with the batch in
+``Swarm-Postage-Batch-Id`` and pushes it to the closest peer. With no peer
+the closest node is itself: it opens the chunk with its own key (or the
+topic's) for the topics it has subscribers on, hands the message to each of
+them, and answers 201 without storing the chunk. That is what this node does,
+so a message sent here reaches the WebSocket subscribers of its topic here
+(bee-js' ``pssSend`` with ``pssSubscribe``/``pssReceive``, swarm-cli's ``pss``).
+A topic is the Keccak-256 of the path's topic text, on both routes.
+
+Refusals, as the reference words them: a bad topic, target or recipient 400
+(``invalid path params``, ``invalid query params``; a recipient may also be
+the 64 bytes ``x | y`` bee-js sends); no batch header 400; a batch the node
+cannot stamp with 400 ``batch not found``; an immutable batch's full bucket
+402; a message over 4,000 bytes 413 (the reference: 500). A 3-byte target
+takes about 16 million candidate hashes to mine (minutes, as on the
+reference); the mining stops when the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import coincurve
+from aiohttp import web
+
+from chunkstore.content import NotNodeBatch
+from chunkstore.store.errors import UnknownBatch
+from chunkstore.swarm import pss
+from chunkstore.swarm.errors import BucketFull
+
+from .errors import ApiError, ParamError, status_response
+from .params import decode_hex
+from .routes_chunks import read_body
+from .state import AppState, state_of
+from .uploads import required_batch_id
+
+log = logging.getLogger(__name__)
+
+SEND_DEADLINE = 4.0  # seconds to hand a message to one subscriber (the reference's write deadline)
+PING_SECONDS = 60.0  # the reference's WebSocket ping period
+
+
+def _targets(text: str) -> list[bytes]:
+    targets = [decode_hex("path", "target", part, max_size=pss.MAX_TARGET) for part in text.split(",")]
+    if len({len(t) for t in targets}) != 1:
+        raise ParamError("path", "targets", text, "target list cannot have targets of different length")
+    return targets
+
+
+def _recipient(request: web.Request, topic: bytes) -> coincurve.PublicKey:
+    text = request.query.get("recipient")
+    if text is None or text == "":
+        return pss.topic_key(topic).public_key
+    raw = decode_hex("query", "recipient", text)
+    if len(raw) == 64:  # bee-js sends x | y without the 04 prefix
+        raw = b"\x04" + raw
+    try:
+        return pss.parse_public_key(raw)
+    except pss.PssError as exc:
+        raise ParamError("query", "recipient", text, str(exc)) from None
+
+
+async def _deliver(st: AppState, data: bytes) -> int:
+    """Open the chunk as its closest node (this one) would, and give the message to its topic's subscribers."""
+    if not st.pss_topics:
+        return 0
+    own = coincurve.PrivateKey(st.signer.secret)
+    opened = await st.run(pss.unwrap, data, [own], list(st.pss_topics))
+    if opened is None:
+        return 0
+    topic, message = opened
+    delivered = 0
+    for ws in list(st.pss_topics.get(topic, ())):
+        try:
+            await asyncio.wait_for(ws.send_bytes(message), SEND_DEADLINE)
+            delivered += 1
+        except (ConnectionError, TimeoutError, RuntimeError) as exc:  # a subscriber gone or stuck: drop it
+            log.debug("pss subscriber dropped", extra={"fields": {"error": repr(exc)}})
+            await ws.close()
+    return delivered
+
+
+async def pss_send(request: web.Request) -> web.Response:
+    st = state_of(request)
+    name = request.match_info["topic"]
+    topic = pss.topic_of(name)
+    targets = _targets(request.match_info["targets"])
+    recipient = _recipient(request, topic)
+    batch_id = required_batch_id(request)
+    message = await read_body(request, pss.MAX_PAYLOAD, f"message payload size cannot be greater than {pss.MAX_PAYLOAD} bytes")
+    transport = request.transport
+
+    def gone() -> bool:
+        return transport is None or transport.is_closing()
+
+    def wrap_and_stamp() -> tuple[bytes, bytes]:
+        st.stamper.batch(batch_id)  # a batch the node cannot stamp with is refused before any mining
+        address, data = pss.wrap(topic, message, recipient, targets, give_up=gone)
+        st.stamper.stamp(batch_id, [address])  # takes a position of the batch, as the reference's send does
+        return address, data
+
+    try:
+        _, data = await st.run(wrap_and_stamp)
+    except (UnknownBatch, NotNodeBatch):
+        raise ApiError(400, "batch not found") from None
+    except BucketFull:
+        raise ApiError(402, "batch is overissued") from None
+    except pss.PssError as exc:
+        raise ApiError(400, f"pss send failed: {exc}") from None
+    await _deliver(st, data)
+    return status_response(201)
+
+
+async def pss_subscribe(request: web.Request) -> web.WebSocketResponse:
+    st = state_of(request)
+    topic = pss.topic_of(request.match_info["topic"])
+    ws = web.WebSocketResponse(heartbeat=PING_SECONDS, max_msg_size=pss.MAX_PAYLOAD + 1)
+    if not ws.can_prepare(request).ok:
+        raise ApiError(400, "upgrade failed: a WebSocket upgrade request is required")
+    await ws.prepare(request)
+    st.streams.add(ws)  # closed first on shutdown, with the chunk streams
+    st.pss_topics.setdefault(topic, set()).add(ws)
+    try:
+        async for _ in ws:  # the reference reads nothing from a subscriber; this answers its control frames
+            pass
+    finally:
+        subscribers = st.pss_topics.get(topic)
+        if subscribers is not None:
+            subscribers.discard(ws)
+            if not subscribers:
+                del st.pss_topics[topic]
+        st.streams.discard(ws)
+    return ws
+
+
+def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
+    for p in prefixes:
+        app.router.add_post(p + "/pss/send/{topic}/{targets}", pss_send)
+        app.router.add_get(p + "/pss/subscribe/{topic}", pss_subscribe, allow_head=False)

@@ -1,0 +1,71 @@
+"""PSS on a node with no peers: a message sent here reaches the subscribers of its topic here."""
+
+from __future__ import annotations
+
+import asyncio
+
+import coincurve
+import pytest
+from aiohttp import WSMsgType
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.api.contenthelpers import BATCH, NODE_KEY, content_app, register_batch, upload_headers
+from tests.api.test_content_api import expect_error
+
+TOPIC = "chat-topic"
+
+
+@pytest.fixture
+async def client(tmp_path):
+    app, _ = content_app(tmp_path)
+    async with TestClient(TestServer(app)) as c:
+        await register_batch(c)
+        yield c
+
+
+async def _next_message(ws, timeout: float = 5.0) -> bytes | None:
+    try:
+        msg = await ws.receive(timeout)
+    except TimeoutError:
+        return None
+    assert msg.type == WSMsgType.BINARY, msg
+    return bytes(msg.data)
+
+
+async def test_a_message_reaches_its_topics_subscribers_and_takes_a_stamp(client):
+    own = coincurve.PrivateKey(NODE_KEY).public_key.format(compressed=True).hex()
+    assert (await (await client.get("/addresses")).json())["pssPublicKey"] == own
+    async with client.ws_connect(f"/pss/subscribe/{TOPIC}") as a, client.ws_connect(f"/v1/pss/subscribe/{TOPIC}") as b, \
+            client.ws_connect("/pss/subscribe/elsewhere") as c:
+        await asyncio.sleep(0.05)
+        r = await client.post(f"/pss/send/{TOPIC}/ab,cd", data=b"to the topic", headers=upload_headers())
+        assert r.status == 201 and await r.json() == {"code": 201, "message": "Created"}
+        assert await _next_message(a) == b"to the topic" and await _next_message(b) == b"to the topic"
+        r = await client.post(f"/pss/send/{TOPIC}/ab", params={"recipient": own}, data=b"to the node",
+                              headers=upload_headers())
+        assert r.status == 201
+        assert await _next_message(a) == b"to the node"
+        # for a key this node does not hold: sent (to the network, if there were one), not delivered here
+        other = coincurve.PrivateKey().public_key.format(compressed=False)[1:].hex()  # x | y, as bee-js sends it
+        r = await client.post(f"/pss/send/{TOPIC}/ab", params={"recipient": other}, data=b"not for us",
+                              headers=upload_headers())
+        assert r.status == 201
+        assert await _next_message(a, 0.5) is None
+        assert await _next_message(c, 0.2) is None  # another topic heard nothing
+    stamp = await (await client.get(f"/stamps/{BATCH.hex()}/buckets")).json()
+    assert sum(b["collisions"] for b in stamp["buckets"]) == 3  # each send took a position
+
+
+async def test_pss_refusals(client):
+    send = f"/pss/send/{TOPIC}"
+    h = upload_headers()
+    await expect_error(await client.post(f"{send}/ab,cdef", data=b"x", headers=h), 400, "different length")
+    await expect_error(await client.post(f"{send}/abcdef01", data=b"x", headers=h), 400, "invalid path params")
+    await expect_error(await client.post(f"{send}/zz", data=b"x", headers=h), 400, "invalid path params")
+    await expect_error(await client.post(f"{send}/ab", params={"recipient": "02" + "00" * 32}, data=b"x", headers=h),
+                       400, "invalid query params")
+    await expect_error(await client.post(f"{send}/ab", data=b"x"), 400, "invalid header params")
+    await expect_error(await client.post(f"{send}/ab", data=b"x", headers=upload_headers(bytes(32))), 400,
+                       "batch not found")
+    await expect_error(await client.post(f"{send}/ab", data=b"x" * 4001, headers=h), 413, "4000 bytes")
+    await expect_error(await client.get(f"/pss/subscribe/{TOPIC}"), 400, "WebSocket")
