@@ -38,7 +38,7 @@ from .errors import ApiError, ParamError, status_response
 from .params import decode_hex
 from .routes_chunks import read_body
 from .state import AppState, state_of
-from .uploads import required_batch_id
+from .uploads import in_upload_thread, required_batch_id
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ async def pss_send(request: web.Request) -> web.Response:
         return address, data
 
     try:
-        _, data = await st.run(wrap_and_stamp)
+        _, data = await in_upload_thread(st, wrap_and_stamp)  # mining may take long: never in the store pool
     except (UnknownBatch, NotNodeBatch):
         raise ApiError(400, "batch not found") from None
     except BucketFull:

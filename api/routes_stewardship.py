@@ -33,6 +33,8 @@ tree; 402 for an immutable batch's full bucket; 507 for a full disk.
 
 from __future__ import annotations
 
+import functools
+
 from aiohttp import web
 
 from chunkstore.content import NotNodeBatch, UploadOptions
@@ -47,7 +49,7 @@ from chunkstore.swarm.traversal import tree_addresses
 from .errors import ApiError, json_response, status_response
 from .routes_bytes import parse_reference
 from .state import AppState, state_of
-from .uploads import redundancy_level, required_batch_id, upload_error
+from .uploads import in_upload_thread, redundancy_level, required_batch_id, upload_error
 
 
 def is_retrievable(store: ReserveStore, reference: bytes, level: Level) -> bool:
@@ -94,7 +96,7 @@ async def put_stewardship(request: web.Request) -> web.Response:
     batch_id = required_batch_id(request)
     level = redundancy_level(request, DEFAULT_UPLOAD_LEVEL)
     try:
-        await st.run(reupload, st, reference, batch_id, level)
+        await in_upload_thread(st, functools.partial(reupload, st, reference, batch_id, level))
     except (UnknownBatch, NotNodeBatch):
         raise ApiError(404, "batch with id not found") from None
     except (ChunkMissing, ChunkNotFound) as exc:

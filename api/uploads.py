@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -44,6 +45,8 @@ from .errors import ApiError, ParamError, json_response, nearest, status_for
 from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint
 from .state import AppState
+
+T = TypeVar("T")
 
 BATCH_HEADER = "Swarm-Postage-Batch-Id"
 STAMP_HEADER = "Swarm-Postage-Stamp"
@@ -157,15 +160,22 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
             raise
         return reference
 
-    if st.uploads_running >= st.config.max_uploads:  # checked and counted on the event loop: no race
-        raise ApiError(503, f"too many uploads in progress ({st.uploads_running}, --max-uploads); try again later")
-    st.uploads_running += 1
     try:
-        return await asyncio.get_running_loop().run_in_executor(st.upload_executor, job)
+        return await in_upload_thread(st, job)
     except SwarmError as exc:
         raise upload_error(request, exc) from None
     except TimeoutError:
         raise ApiError(408, "request body stalled: no data for too long") from None
+
+
+async def in_upload_thread(st: AppState, fn: Callable[[], T]) -> T:
+    """Run ``fn`` (an upload, or other work that may take long: a re-upload, mining a PSS chunk) in a thread
+    of the upload pool, never the store calls' pool; 503 when ``--max-uploads`` are running already."""
+    if st.uploads_running >= st.config.max_uploads:  # checked and counted on the event loop: no race
+        raise ApiError(503, f"too many uploads in progress ({st.uploads_running}, --max-uploads); try again later")
+    st.uploads_running += 1
+    try:
+        return await asyncio.get_running_loop().run_in_executor(st.upload_executor, fn)
     finally:
         st.uploads_running -= 1
 

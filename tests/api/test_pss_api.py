@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import coincurve
 import pytest
@@ -69,3 +70,35 @@ async def test_pss_refusals(client):
                        "batch not found")
     await expect_error(await client.post(f"{send}/ab", data=b"x" * 4001, headers=h), 413, "4000 bytes")
     await expect_error(await client.get(f"/pss/subscribe/{TOPIC}"), 400, "WebSocket")
+
+
+async def test_mining_holds_no_store_thread_and_stops_when_the_client_goes(tmp_path):
+    """A 3-byte target takes minutes to mine: in the store calls' pool (one thread here) it held up every
+    request that reads the store."""
+    from api.state import STATE
+
+    app, _ = content_app(tmp_path, threads=1)
+    async with TestClient(TestServer(app)) as c:
+        await register_batch(c)
+        send = asyncio.ensure_future(c.post(f"/pss/send/{TOPIC}/abcdef", data=b"x", headers=upload_headers()))
+        await asyncio.sleep(0.5)
+        assert app[STATE].uploads_running == 1 and not send.done() and _mining()
+        r = await asyncio.wait_for(c.get(f"/stamps/{BATCH.hex()}"), 10)
+        assert r.status == 200
+        send.cancel()  # the client goes away
+        with contextlib.suppress(asyncio.CancelledError):
+            await send
+        for _ in range(100):
+            if not _mining() and app[STATE].uploads_running == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert not _mining() and app[STATE].uploads_running == 0
+
+
+def _mining() -> bool:
+    """Whether some thread is inside ``pss.wrap`` now."""
+    import sys
+    import traceback
+
+    return any(f.name == "wrap" and f.filename.endswith("pss.py")
+               for frame in sys._current_frames().values() for f in traceback.extract_stack(frame))
