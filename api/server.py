@@ -262,6 +262,9 @@ def run(config: Config) -> int:
     except (OSError, StoreWriteFailed) as exc:  # StoreWriteFailed: no space even for the open-time writes
         log.error("cannot open store", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 1
+    refusal = store.probe_space()
+    if refusal is not None:  # /readiness says notReady, with this reason, until there is room again
+        log.warning("writes refused at start", extra={"fields": {"reason": refusal.reason, "error": refusal.message}})
     code = 0
     try:
         if chainstate is not None:

@@ -13,6 +13,7 @@ Reads never lock; every change takes the writer lock (threads and processes).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -549,6 +550,32 @@ class ChunkStore:
         Set by a write that could not be committed, cleared by the next one
         that is, or, for a full disk, as soon as the file system has room again.
         """
+        return self._health.current()
+
+    def probe_space(self) -> Refusal | None:
+        """Write (and remove) one page beside the store: a file system with no room for it refuses writes now.
+
+        A full disk was only noticed by the first write that failed, so a node restarted on one
+        said it was ready until then. A failed probe is recorded as that write's refusal would be
+        (cleared once the file system has room again); returns the refusal in force.
+        """
+        if self.readonly:
+            return self._health.current()
+        probe = os.path.join(self.path, f".space-probe-{os.getpid()}")
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, bytes(4096))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            failure = self._health.translate(exc)
+            if failure is None:
+                raise
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(probe)
         return self._health.current()
 
     def check_writable(self) -> None:

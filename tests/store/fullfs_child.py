@@ -281,7 +281,28 @@ def import_scenario(mount: str, work: str) -> dict:
     return out
 
 
-SCENARIOS = {"store": store_scenario, "daemon": daemon_scenario, "import": import_scenario}
+def restart_scenario(mount: str) -> dict:
+    """A store reopened on a disk with no room left: refused at once (readiness said ready until a write failed)."""
+    path = os.path.join(mount, "store")
+    with ReserveStore(path, shards=2) as store:
+        out: dict = {"fresh": None if store.probe_space() is None else store.probe_space().reason}
+    filler = os.path.join(mount, FILLER)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    with contextlib.suppress(OSError):  # every byte left, until ENOSPC
+        while os.write(fd, bytes(4096)):
+            pass
+    os.close(fd)
+    with ReserveStore(path, shards=2) as store:
+        refusal = store.probe_space()
+        out["reopened"] = None if refusal is None else refusal.reason
+        out["probe_left"] = [n for n in os.listdir(path) if n.startswith(".space-probe")]
+        os.unlink(filler)
+        out["after_freeing"] = None if store.write_refusal() is None else store.write_refusal().reason
+    return out
+
+
+SCENARIOS = {"store": store_scenario, "daemon": daemon_scenario, "import": import_scenario,
+             "restart": restart_scenario}
 
 if __name__ == "__main__":
     name, mount, *rest = sys.argv[1:]

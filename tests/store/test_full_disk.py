@@ -78,3 +78,9 @@ def test_import_on_a_full_disk_stops_with_a_clear_error(tmp_path):
     assert r["verify_after_publish_full"] == []
     assert r["retry"] == {"type": "ok", "written": 600}
     assert r["verify_after_retry"] == [] and r["all_present"] and r["chunks_after_retry"] == 620
+
+
+def test_a_store_reopened_on_a_full_disk_refuses_writes_at_once(tmp_path):
+    """An operator's sweep: restarted on a disk with nothing free, /readiness said ready until a write failed."""
+    r = run_in_small_fs("restart", "6m")
+    assert r == {"fresh": None, "reopened": "disk_full", "probe_left": [], "after_freeing": None}, r
