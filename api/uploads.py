@@ -183,7 +183,7 @@ async def in_upload_thread(st: AppState, fn: Callable[[], T]) -> T:
 def created(reference: bytes, up: UploadRequest, headers: dict[str, str] | None = None) -> web.Response:
     """Bee's 201 ``{"reference"}`` answer of an upload."""
     resp = json_response({"reference": reference.hex()}, status=201, headers=headers)
-    uid = up.tag.uid or up.options.tag
+    uid = up.tag.uid  # the tag counted under: none for a direct upload, whatever it named
     if uid:
         resp.headers[TAG_HEADER] = str(uid)
     resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER

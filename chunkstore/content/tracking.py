@@ -106,18 +106,21 @@ class UploadTracker:
 def track_upload(store: ChunkStore, options: UploadOptions, *, cache: bool = True) -> UploadTracker:
     """Start tracking one upload: its tag, its pin collection; blocking (both are store writes).
 
-    The tag is the reference's ``getOrCreateSessionID``: a named tag must exist (``UnknownTag``,
-    which the HTTP layer answers 404 "tag not found"); with none named, a deferred or pinned upload
-    gets a new tag and a direct one (``deferred=False``, no pin) none. ``tracker.tag`` is the tag
+    The tag is the reference's ``getOrCreateSessionID``, asked only for a deferred or pinned upload:
+    a named tag must exist (``UnknownTag``, which the HTTP layer answers 404 "tag not found"), and
+    with none named the upload gets a new one. A direct upload (``deferred=False``, no pin) counts
+    under no tag, a named one left unread, as the reference's handlers do. ``tracker.tag`` is the tag
     counted under (0: none), what the answer's ``Swarm-Tag`` header names.
 
     ``cache``: chunks outside the storage radius are cached rather than refused (every content upload;
     a path that must keep the reserve's refusal, such as a single chunk, passes False).
     """
-    tag = options.tag
-    if tag:
-        store.tags.get(tag)
-    elif options.deferred or options.pin:
-        tag = store.tags.create().uid
+    tag = 0
+    if options.deferred or options.pin:  # a direct upload (neither) counts under no tag, even a named one
+        tag = options.tag
+        if tag:
+            store.tags.get(tag)
+        else:
+            tag = store.tags.create().uid
     pin_id = store.pins.begin() if options.pin else None
     return UploadTracker(store, tag, pin_id, Holds(pin=pin_id, cache=cache))

@@ -157,6 +157,24 @@ async def test_upload_without_tag_gets_a_new_one_unless_direct(ctx):
                        404, "tag not found")
 
 
+async def test_a_direct_upload_counts_under_no_tag_even_a_named_one(ctx):
+    """bee-js' uploadData(..., {deferred: false, tag}) with a stale tag got 404 "tag not found" here; the reference
+    reads the tag only for a deferred or pinned upload, so a direct one neither checks nor counts it."""
+    direct = {"Swarm-Deferred-Upload": "false"}
+    r, _ = await upload(ctx, b"direct, stale tag", **direct, **{"Swarm-Tag": "999"})
+    assert "Swarm-Tag" not in r.headers
+    uid = (await new_tag(ctx))["uid"]
+    r, _ = await upload(ctx, b"direct, live tag", **direct, **{"Swarm-Tag": str(uid)})
+    assert "Swarm-Tag" not in r.headers
+    assert (await get_tag(ctx, uid))["split"] == 0  # nothing counted under it
+    r = await ctx.client.post("/bzz?name=a.txt", data=b"direct file", headers=upload_headers(
+        **direct, **{"Swarm-Tag": "999", "Content-Type": "text/plain"}))
+    assert r.status == 201, await r.text()
+    # pinned, the tag is read again (and must exist)
+    await expect_error(await ctx.client.post("/bytes", data=b"x", headers=upload_headers(
+        **direct, **{"Swarm-Tag": "999", "Swarm-Pin": "true"})), 404, "tag not found")
+
+
 async def test_chunk_uploads_count_under_a_named_tag(ctx):
     batch = make_batch(7)
     assert (await ctx.client.post("/batches", json={
