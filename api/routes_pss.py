@@ -1,4 +1,5 @@
-"""PSS on a node with no peers: ``POST /pss/send/{topic}/{targets}`` and ``GET /pss/subscribe/{topic}`` (``pkg/api/pss.go``).
+"""PSS on a node with no peers: ``POST /pss/send/{topic}/{targets}``, ``GET /pss/subscribe/{topic}`` (``pkg/api/pss.go``),
+and ``GET /gsoc/subscribe/{address}`` (``pkg/api/gsoc.go``).
 
 The reference node wraps the message in a trojan chunk (``chunkstore.swarm.pss``:
 encrypted to ``?recipient=`` or, without one, to the topic's own key; the
@@ -10,7 +11,9 @@ topic's) for the topics it has subscribers on, hands the message to each of
 them, and answers 201 without storing the chunk. That is what this node does,
 so a message sent here reaches the WebSocket subscribers of its topic here
 (bee-js' ``pssSend`` with ``pssSubscribe``/``pssReceive``, swarm-cli's ``pss``).
-A topic is the Keccak-256 of the path's topic text, on both routes.
+A topic is the Keccak-256 of the path's topic text, on both routes. A GSOC
+subscription hears the SOCs peers push to the node, so here it stays open
+and silent, as on the reference with no peers.
 
 Refusals, as the reference words them: a bad topic, target or recipient 400
 (``invalid path params``, ``invalid query params``; a recipient may also be
@@ -32,6 +35,7 @@ from aiohttp import web
 from chunkstore.content import NotNodeBatch
 from chunkstore.store.errors import UnknownBatch
 from chunkstore.swarm import pss
+from chunkstore.swarm.constants import ADDRESS_SIZE
 from chunkstore.swarm.errors import BucketFull
 
 from .errors import ApiError, ParamError, status_response
@@ -117,29 +121,46 @@ async def pss_send(request: web.Request) -> web.Response:
     return status_response(201)
 
 
-async def pss_subscribe(request: web.Request) -> web.WebSocketResponse:
+async def _subscription(request: web.Request, subscribers: set[web.WebSocketResponse] | None) -> web.WebSocketResponse:
+    """Hold a subscriber's WebSocket open until it goes (or the daemon stops), listed in ``subscribers``."""
     st = state_of(request)
-    topic = pss.topic_of(request.match_info["topic"])
     ws = web.WebSocketResponse(heartbeat=PING_SECONDS, max_msg_size=pss.MAX_PAYLOAD + 1)
     if not ws.can_prepare(request).ok:
         raise ApiError(400, "upgrade failed: a WebSocket upgrade request is required")
     await ws.prepare(request)
     st.streams.add(ws)  # closed first on shutdown, with the chunk streams
-    st.pss_topics.setdefault(topic, set()).add(ws)
+    if subscribers is not None:
+        subscribers.add(ws)
     try:
         async for _ in ws:  # the reference reads nothing from a subscriber; this answers its control frames
             pass
     finally:
-        subscribers = st.pss_topics.get(topic)
         if subscribers is not None:
             subscribers.discard(ws)
-            if not subscribers:
-                del st.pss_topics[topic]
         st.streams.discard(ws)
     return ws
+
+
+async def pss_subscribe(request: web.Request) -> web.WebSocketResponse:
+    st = state_of(request)
+    topic = pss.topic_of(request.match_info["topic"])
+    subscribers = st.pss_topics.setdefault(topic, set())
+    try:
+        return await _subscription(request, subscribers)
+    finally:
+        if not subscribers and st.pss_topics.get(topic) is subscribers:
+            del st.pss_topics[topic]
+
+
+async def gsoc_subscribe(request: web.Request) -> web.WebSocketResponse:
+    """The reference's GSOC listener hears SOCs that peers push to this node; with no peers there are none,
+    so the socket stays open and silent, as on the reference (bee-js' gsocSubscribe opens it)."""
+    decode_hex("path", "address", request.match_info["address"], size=ADDRESS_SIZE)
+    return await _subscription(request, None)
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
     for p in prefixes:
         app.router.add_post(p + "/pss/send/{topic}/{targets}", pss_send)
         app.router.add_get(p + "/pss/subscribe/{topic}", pss_subscribe, allow_head=False)
+        app.router.add_get(p + "/gsoc/subscribe/{address}", gsoc_subscribe, allow_head=False)

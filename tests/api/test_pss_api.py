@@ -102,3 +102,12 @@ def _mining() -> bool:
 
     return any(f.name == "wrap" and f.filename.endswith("pss.py")
                for frame in sys._current_frames().values() for f in traceback.extract_stack(frame))
+
+
+async def test_a_gsoc_subscription_opens_and_stays_silent(client):
+    """bee-js' gsocSubscribe failed on a 404 here; the reference opens the socket, and with no peers to push
+    SOCs to it, nothing arrives."""
+    async with client.ws_connect(f"/gsoc/subscribe/{'ab' * 32}") as ws:
+        assert await _next_message(ws, 0.3) is None and not ws.closed
+    await expect_error(await client.get("/gsoc/subscribe/abcd"), 400, "invalid path params")
+    await expect_error(await client.get(f"/gsoc/subscribe/{'ab' * 32}"), 400, "WebSocket")
