@@ -12,6 +12,7 @@ shows a refused value escaped (``api.errors.printable``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from chunkstore.swarm.digits import decimal_below
@@ -62,6 +63,15 @@ def parse_int(where: str, field: str, value: str, bits: int = 64) -> int:
     if magnitude is None or magnitude > (1 << (bits - 1)) - (0 if negative else 1):
         raise ParamError(where, field, value, "value out of range")
     return -magnitude if negative else magnitude
+
+
+# Go's time.ParseDuration: "0", or a sign then one or more decimal numbers each with a unit.
+_GO_DURATION = re.compile(r"[+-]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
+
+
+def is_go_duration(value: str) -> bool:
+    """Whether Go's ``time.ParseDuration`` reads ``value`` (its syntax; not its int64 range)."""
+    return _GO_DURATION.fullmatch(value) is not None
 
 
 def parse_go_bool(where: str, field: str, value: str) -> bool:

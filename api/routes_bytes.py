@@ -27,7 +27,7 @@ from chunkstore.swarm.keccak import HASH_SIZE
 
 from .errors import ParamError
 from .params import decode_hex
-from .serve import FileBody, serve_file, tree_error
+from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, state_of
 from .uploads import created, parse_upload, run_upload
 
@@ -61,6 +61,7 @@ async def post_bytes(request: web.Request) -> web.Response:
 async def get_bytes(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     reference = parse_reference(request.match_info["address"])
+    check_retrieval_headers(request)
     joiner = await open_joiner(st, reference)
     headers = {"Access-Control-Expose-Headers": "Content-Disposition, Accept-Ranges, Content-Encoding"}
     return await serve_file(

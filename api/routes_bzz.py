@@ -53,7 +53,7 @@ from .bodyreader import BodyReader
 from .errors import ApiError, ParamError
 from .params import parse_go_bool
 from .routes_bytes import open_joiner, parse_reference
-from .serve import FileBody, serve_file, tree_error
+from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, FeedTarget, state_of
 from .uploads import UploadRequest, created, parse_upload, run_upload
 
@@ -169,6 +169,7 @@ async def get_bzz(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     reference = parse_reference(request.match_info["address"])
     path = request.match_info.get("path", "")
+    check_retrieval_headers(request)
     try:
         resolution, headers = await st.run(_resolve, st, reference, path)
     except SwarmError as exc:

@@ -38,7 +38,8 @@ from chunkstore.swarm.digits import decimal_below
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.file import ChunkMissing, FileError, InvalidRange, InvalidReference, Joiner
 
-from .errors import ApiError, error_response, status_for
+from .errors import ApiError, error_response, printable, status_for
+from .params import is_go_duration, parse_go_bool, parse_int
 from .state import AppState, state_of
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,23 @@ class FileBody:
 
     def head(self, n: int) -> bytes:
         return b"".join(self.joiner.read(0, min(n, self.size)))
+
+
+def check_retrieval_headers(request: web.Request) -> None:
+    """The reference's checks of a download's retrieval headers (``bzz.go``'s ``downloadHandler`` and
+    ``serveReference``): a value it cannot read is a 400. They tune fetching from peers, which this node
+    has none of, so they are read and have no other effect. A retrieval timeout may also be a bare
+    number of milliseconds, which bee-js' ``timeoutMs`` sends (the reference refuses it)."""
+    h = request.headers
+    for name in ("Swarm-Cache", "Swarm-Redundancy-Fallback-Mode"):
+        if name in h:
+            parse_go_bool("header", name, h[name])
+    if "Swarm-Redundancy-Strategy" in h:
+        parse_int("header", "Swarm-Redundancy-Strategy", h["Swarm-Redundancy-Strategy"])
+    timeout = h.get("Swarm-Chunk-Retrieval-Timeout")
+    if timeout is not None and not (is_go_duration(timeout) or (timeout.isascii() and timeout.isdigit())):
+        raise ApiError(400, f"could not parse headers: Swarm-Chunk-Retrieval-Timeout {printable(timeout)!r} is no duration "
+                            "(Go's syntax, such as 30s or 1m30s)")
 
 
 async def serve_file(

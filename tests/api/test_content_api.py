@@ -671,3 +671,24 @@ async def test_stalled_uploads_hold_up_only_themselves(tmp_path, max_uploads, st
         finally:
             for w in writers:
                 w.close()
+
+
+@pytest.mark.parametrize(("name", "value", "ok"), [
+    ("Swarm-Cache", "false", True), ("Swarm-Cache", "maybe", False),
+    ("Swarm-Redundancy-Strategy", "3", True), ("Swarm-Redundancy-Strategy", "race", False),
+    ("Swarm-Redundancy-Fallback-Mode", "true", True), ("Swarm-Redundancy-Fallback-Mode", "yes", False),
+    ("Swarm-Chunk-Retrieval-Timeout", "30s", True), ("Swarm-Chunk-Retrieval-Timeout", "1m30.5s", True),
+    ("Swarm-Chunk-Retrieval-Timeout", "5000", True),  # bee-js' timeoutMs: milliseconds, no unit
+    ("Swarm-Chunk-Retrieval-Timeout", "soon", False), ("Swarm-Chunk-Retrieval-Timeout", "5 s", False),
+])  # fmt: skip
+async def test_downloads_read_their_retrieval_headers_as_the_reference(ctx, name, value, ok):
+    """A sweep: any value of these headers was a 200 here, where the reference answers 400 for one it cannot read."""
+    reference = (await (await ctx.client.post("/bytes", data=b"retrieved", headers=upload_headers())).json())["reference"]
+    manifest = (await (await ctx.client.post("/bzz?name=r.txt", data=b"retrieved", headers=upload_headers(
+        **{"Content-Type": "text/plain"}))).json())["reference"]
+    for path in (f"/bytes/{reference}", f"/bzz/{manifest}", f"/bzz/{manifest}/r.txt"):
+        r = await ctx.client.get(path, headers={name: value})
+        if ok:
+            assert r.status == 200 and await r.read() == b"retrieved", (path, await r.text())
+        else:
+            await expect_error(r, 400, "invalid header params|could not parse headers")
