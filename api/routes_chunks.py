@@ -31,7 +31,7 @@ from chunkstore.reserve import OutOfRadius, ReserveStore
 from chunkstore.store.errors import StampConflict, StoreWriteFailed, UnknownBatch, UnknownTag
 from chunkstore.store.store import Holds, PutResult
 from chunkstore.swarm.bmt import chunk_hash
-from chunkstore.swarm.constants import BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
+from chunkstore.swarm.constants import ADDRESS_SIZE, BATCH_ID_SIZE, SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.constants import MAX_CAC_SIZE as CHUNK_WITH_SPAN  # largest CAC (and wrapped CAC of a SOC)
 from chunkstore.swarm.constants import MAX_SOC_SIZE as SOC_MAX_CHUNK  # largest body of POST /chunks
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidSignature, InvalidStamp, SwarmError
@@ -285,10 +285,17 @@ def _get_or_none(store: ReserveStore, address: bytes) -> bytes | None:
         raise
 
 
+def _chunk_address(request: web.Request) -> bytes | None:
+    """The path's chunk address; None for hex of another length (no chunk has it: the reference reads any
+    length, so a 64-byte encrypted reference is a chunk not found, not a bad request)."""
+    raw = decode_hex("path", "address", request.match_info["address"])
+    return raw if len(raw) == ADDRESS_SIZE else None
+
+
 async def get_chunk(request: web.Request) -> web.Response:
     st = state_of(request)
-    address = decode_hex("path", "address", request.match_info["address"], size=32)
-    data = await st.run(_get_or_none, st.store, address)
+    address = _chunk_address(request)
+    data = None if address is None else await st.run(_get_or_none, st.store, address)
     if data is None:
         st.metrics.gets.labels("miss").inc()
         raise ApiError(404, "chunk not found")
@@ -298,8 +305,8 @@ async def get_chunk(request: web.Request) -> web.Response:
 
 async def head_chunk(request: web.Request) -> web.Response:
     st = state_of(request)
-    address = decode_hex("path", "address", request.match_info["address"], size=32)
-    has = await st.run(st.store.has, address)
+    address = _chunk_address(request)
+    has = address is not None and await st.run(st.store.has, address)
     if not has:
         raise ApiError(404)
     return status_response()
