@@ -1,4 +1,4 @@
-"""The peer, accounting and settlement routes of a node with no peers and no swap.
+"""The peer, accounting, settlement and transaction routes of a node with no peers, no swap and no chain.
 
 The daemon joins no network (``/topology`` has no peers), so these answer as
 the reference node's handlers answer with nothing to report
@@ -19,6 +19,9 @@ views) get Bee's empty shapes, not a 404 that reads as a missing feature.
   ``withdraw``: 403 ``Chequebook is disabled`` (``/node`` says both are off),
   whatever the method, as the reference checks before the method (but a
   browser's CORS preflight is answered as for any other route);
+- ``GET /transactions``: ``{"pendingTransactions": []}`` (the node sends none:
+  its batches are bought in ``--dev`` mode or registered); a transaction
+  named by hash is 404 ``unknown transaction``;
 - ``/welcome-message``: GET answers the message, POST ``{"welcomeMessage"}``
   sets it (at most 140 bytes, the reference's handshake limit; a longer one
   is a 400 here, where the reference answers 500). It is kept in memory, as
@@ -69,6 +72,11 @@ def _unknown_peer(field: str, message: str) -> Any:
     return handler
 
 
+async def _unknown_transaction(request: web.Request) -> web.Response:
+    decode_hex("path", "hash", request.match_info["hash"].removeprefix("0x"), size=32)
+    raise ApiError(404, "unknown transaction")
+
+
 async def get_welcome_message(request: web.Request) -> web.Response:
     return json_response({"welcomeMessage": state_of(request).welcome_message})
 
@@ -102,6 +110,9 @@ def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) ->
         r.add_get(p + "/balances/{peer}", _unknown_peer("peer", "No balance for peer"))
         r.add_get(p + "/consumed/{peer}", _unknown_peer("peer", "No balance for peer"))
         r.add_get(p + "/timesettlements", _fixed(_NO_SETTLEMENTS))
+        r.add_get(p + "/transactions", _fixed({"pendingTransactions": []}))
+        for method in ("GET", "POST", "DELETE"):  # detail, resend, cancel
+            r.add_route(method, p + "/transactions/{hash}", _unknown_transaction)
         r.add_get(p + "/welcome-message", get_welcome_message)
         r.add_post(p + "/welcome-message", set_welcome_message)
         gated = [(path, _SWAP_OFF) for path in ("/settlements", "/settlements/{peer}", "/chequebook/cheque",

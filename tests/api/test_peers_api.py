@@ -68,3 +68,12 @@ async def test_welcome_message_is_set_and_read_back(client):
     await expect_error(await client.post("/welcome-message", json={"welcomeMessage": 5}), 400, "welcomeMessage")
     await expect_error(await client.post("/welcome-message", data=b" " * 600), 413)
     assert await (await client.get("/welcome-message")).json() == {"welcomeMessage": "hello swarm ✓"}
+
+
+async def test_no_transaction_is_pending_and_none_is_known(client):
+    r = await client.get("/transactions")
+    assert r.status == 200 and await r.json() == {"pendingTransactions": []}
+    for method in ("GET", "POST", "DELETE"):
+        body = await expect_error(await client.request(method, f"/transactions/0x{'ab' * 32}"), 404)
+        assert body["message"] == "unknown transaction"
+    await expect_error(await client.get("/transactions/0xabc"), 400, "invalid path params")
