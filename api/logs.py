@@ -39,9 +39,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def _kv_value(v: Any) -> str:
+    """The value bare when it is plain printable ASCII without a separator, else JSON-quoted and escaped:
+    a client's path must not put a carriage return, an ANSI escape or a line separator into the log."""
     s = str(v)
-    if s == "" or any(c in s for c in ' "=\n\t'):
-        return json.dumps(s)
+    if s == "" or not s.isascii() or not s.isprintable() or any(c in s for c in ' "='):
+        return json.dumps(s)  # ensure_ascii: every control and non-ASCII character written as an escape
     return s
 
 

@@ -203,3 +203,17 @@ async def test_a_damaged_data_file_met_while_serving_is_named(tmp_path, damage):
         body = json.loads(r.body)
         assert r.status == 500 and body["code"] == 500
         assert body["message"].startswith(f"store damaged: {damage}: ") and "chunkstore verify" in body["message"]
+
+
+@pytest.mark.parametrize("path", ["/a\rFAKE level=error", "/\x1b[2J\x1b[31mred", "/x\u2028y", "/bad\x00byte", "/caf\u00e9"])
+def test_key_value_logs_escape_what_a_client_puts_in_a_path(path):
+    """An operator's sweep: --log-format kv wrote a client's carriage return, ANSI escapes and Unicode line
+    separators into the log bare (a line overwritten on a terminal, a forged line in a file)."""
+    from api.logs import KeyValueFormatter
+
+    record = logging.LogRecord("api.middleware.access", logging.INFO, __file__, 1, "api access", None, None)
+    record.fields = {"path": path, "status": 404}
+    line = KeyValueFormatter().format(record)
+    assert line.isascii() and line.isprintable(), line
+    assert f"path={json.dumps(path)}" in line
+    assert "status=404" in line
