@@ -379,9 +379,13 @@ class Metrics:
         self.full_reserve_estimate = seconds
         self.sample_estimate.set(math.nan if seconds is None else seconds)
 
-    def record_sample(self, duration: float, stats: Any | None, ok: bool) -> None:
-        """Record one sampling run like the reference node does (summary set on success and failure)."""
-        self.sample_duration.labels("success" if ok else "failure").observe(duration)
+    def record_sample(self, duration: float, stats: Any | None, ok: bool, status: str | None = None) -> None:
+        """Record one sampling run like the reference node does (summary set on success and failure).
+
+        ``status`` overrides the duration's label: ``insufficient`` for a sample that ran but found fewer
+        than 16 chunks at its depth (a 422 any client can ask for: not a failure, which pages someone).
+        """
+        self.sample_duration.labels(status or ("success" if ok else "failure")).observe(duration)
         iterated = float(getattr(stats, "total_iterated", 0) or 0) if stats is not None else 0.0
         rate = iterated / duration if duration > 0 else 0.0
         now = time.time()

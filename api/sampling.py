@@ -104,7 +104,9 @@ class SampleCoordinator:
                 result = await self._sample_fn(anchor, depth, ct)
             except BaseException as exc:
                 duration = time.perf_counter() - t0
-                self._metrics.record_sample(duration, exc.stats if isinstance(exc, InsufficientSample) else None, ok=False)
+                short = isinstance(exc, InsufficientSample)
+                self._metrics.record_sample(duration, exc.stats if short else None, ok=False,
+                                            status="insufficient" if short else None)
                 log.info(
                     "reserve sample failed",
                     extra={"fields": {"depth": depth, "anchor": anchor.hex(), "error": str(exc) or repr(exc),
