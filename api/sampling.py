@@ -104,9 +104,9 @@ class SampleCoordinator:
                 result = await self._sample_fn(anchor, depth, ct)
             except BaseException as exc:
                 duration = time.perf_counter() - t0
-                short = isinstance(exc, InsufficientSample)
-                self._metrics.record_sample(duration, exc.stats if short else None, ok=False,
-                                            status="insufficient" if short else None)
+                short = exc if isinstance(exc, InsufficientSample) else None
+                self._metrics.record_sample(duration, None if short is None else short.stats, ok=False,
+                                            status=None if short is None else "insufficient")
                 log.info(
                     "reserve sample failed",
                     extra={"fields": {"depth": depth, "anchor": anchor.hex(), "error": str(exc) or repr(exc),
