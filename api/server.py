@@ -38,6 +38,7 @@ from chunkstore.reserve import ChainState, InvalidChainState, ReserveOptions, Re
 from chunkstore.store.errors import StoreFormatError, StoreWriteFailed
 from chunkstore.swarm.bzz import MimeTable
 from chunkstore.swarm.signer import Signer
+from chunkstore.transfer.holdlock import hold
 
 from .app import make_app
 from .config import Config
@@ -63,6 +64,32 @@ def reserve_options(config: Config) -> ReserveOptions:
         min_evict_count=config.reserve_min_evict_count,
         cache_capacity=config.cache_capacity,
     )
+
+
+SERVE_LOCK = "serve.lock"  # in the data dir: locked by the daemon serving it, its pid inside
+
+
+def _serve_lock(data_dir: Path) -> int | None:
+    """Lock the data dir for this daemon (the descriptor stays open, and so locked, until it exits); None,
+    with the error logged, when another daemon holds it. Two daemons on one store each answered for half
+    its traffic: their metrics, tags and stamper positions in memory each saw only their own."""
+    path = Path(data_dir) / SERVE_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.error("cannot write to the data dir", extra={"fields": {"data_dir": str(data_dir), "error": str(exc)}})
+        return None
+    try:
+        hold(fd)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        log.error(f"another chunkstore serve (pid {holder}) is serving {data_dir}; refusing to start a second",
+                  extra={"fields": {"data_dir": str(data_dir)}})
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 class StartupError(Exception):
@@ -234,6 +261,9 @@ def run(config: Config) -> int:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         log.error("cannot create data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
+        return 2
+    lock = _serve_lock(config.data_dir)
+    if lock is None:
         return 2
     try:
         # The overlay first: the store counts its reserve by proximity to it.

@@ -334,3 +334,19 @@ async def test_health_stays_fast_while_sampling(tmp_path, daemons):
     assert len(latencies) > 20
     print(f"health p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms, n={len(latencies)}")
     assert p99 < 0.050, f"/health p99 {p99 * 1000:.1f} ms over {len(latencies)} probes"
+
+
+def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, daemons):
+    """An operator's sweep started two daemons on one data dir: both served, each with half the traffic in
+    its metrics, tags and stamper memory."""
+    first = daemons(tmp_path / "d").start()
+    proc = subprocess.run(
+        [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(tmp_path / "d"), "--port", "0"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"another chunkstore serve (pid {first.proc.pid}) is serving" in proc.stderr, proc.stderr
+    assert first.proc.poll() is None  # the first goes on serving
+    first.stop()
+    again = daemons(tmp_path / "d").start()  # the lock went with the first daemon
+    again.stop()
