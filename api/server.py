@@ -14,7 +14,7 @@ with the server (it resumes any eviction a crash interrupted). With ``--demo`` t
 answers at once but ``/readiness`` says ``notReady`` until the demo fill has
 finished.
 
-Shutdown: on the first SIGTERM or SIGINT the listener closes, in-flight
+Shutdown: on the first SIGTERM, SIGINT or SIGHUP the listener closes, in-flight
 requests get up to ``--shutdown-timeout`` seconds to finish, a running sample
 is cancelled, the thread pool drains and the store is closed. A second signal
 during that is logged and ignored.
@@ -66,6 +66,9 @@ def reserve_options(config: Config) -> ReserveOptions:
     )
 
 
+# SIGHUP too (a closed terminal, a service manager's reload): its default killed the daemon on the spot,
+# with no log line and no drain.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SERVE_LOCK = "serve.lock"  # in the data dir: locked by the daemon serving it, its pid inside
 
 
@@ -179,7 +182,7 @@ async def serve(
 
     try:
         # handlers first: a signal right after "listening" must already drain, not kill
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in _STOP_SIGNALS:
             loop.add_signal_handler(sig, on_signal, sig.name)
         site = web.TCPSite(runner, config.host, config.port)
         try:
@@ -215,7 +218,7 @@ async def serve(
         await stop.wait()
         await drain(runner, state, config.shutdown_timeout)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in _STOP_SIGNALS:
             try:
                 loop.remove_signal_handler(sig)
             except (NotImplementedError, ValueError, RuntimeError):

@@ -350,3 +350,14 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path, daemons):
     first.stop()
     again = daemons(tmp_path / "d").start()  # the lock went with the first daemon
     again.stop()
+
+
+def test_sighup_stops_the_daemon_gracefully(tmp_path, daemons):
+    """An operator's sweep: SIGHUP (a closed terminal, a service manager's reload) killed the daemon on the spot,
+    with no log line and no drain."""
+    d = daemons(tmp_path / "d").start()
+    d.signal(signal.SIGHUP)
+    assert d.wait(60) == 0
+    assert any(r.get("msg") == "shutting down" and r.get("signal") == "SIGHUP" for r in d.logs), d.logs
+    with ReserveStore(tmp_path / "d"):  # closed cleanly: opens again
+        pass
