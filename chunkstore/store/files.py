@@ -88,6 +88,7 @@ def open_meta(
     meta_file = os.path.join(meta_path, "data.mdb")
     exists = os.path.isfile(meta_file) and os.path.getsize(meta_file) > 0
     if readonly and not exists:
+        refuse_lost_meta(root)
         raise StoreFormatError(f"{root}: no chunk store here ({META_DIR}/data.mdb is missing or empty)")
     if shards is not None:
         check_shard_count(shards)
@@ -102,12 +103,12 @@ def open_meta(
             release_env(env)
             raise
         release_env(env)  # an interrupted creation: do it again (LMDB forbids a second handle)
-    _refuse_lost_meta(root)
+    refuse_lost_meta(root)
     count = shards or default_shards
     return _create(root, meta_path, count, map_size, shard_map_size(count))
 
 
-def _refuse_lost_meta(root: str) -> None:
+def refuse_lost_meta(root: str) -> None:
     """Refuse to create the meta env again over shards that hold chunks: its loss is not a creation cut short.
 
     An interrupted creation leaves shards with their info and no chunk. Shards with chunks mean the meta

@@ -55,6 +55,7 @@ import numpy as np
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.batchstore import Batch, encode_batch, update_problem
 from chunkstore.store.errors import StoreWriteFailed
+from chunkstore.store.files import refuse_lost_meta
 from chunkstore.store.layout import DEFAULT_SHARDS, META_DIR
 from chunkstore.store.store import ChunkStore
 from chunkstore.store.writefailures import free_bytes
@@ -213,6 +214,7 @@ def _stopped_note(store: ChunkStore, chunks_before: int) -> str:
 def _survey(path: str, shards: int | None, file_batches: list[Batch]) -> tuple[int, BatchTable, dict[bytes, bytes | None]]:
     """Shard count, batches to validate against, and the batch records read (see ``_batch_table``)."""
     if not os.path.isfile(os.path.join(path, META_DIR, "data.mdb")):
+        refuse_lost_meta(path)  # shards with chunks and no meta env: a loss, not a new store
         return shards or DEFAULT_SHARDS, *_batch_table(None, file_batches)
     with ChunkStore(path, shards, readonly=True) as store:
         return store.shard_count, *_batch_table(store, file_batches)
