@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -368,12 +369,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     args, _ = parser.parse_known_args(argv[:1])
     command, _help = COMMANDS[args.command]
+    if args.command != "serve":  # the daemon drains on SIGTERM its own way
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return int(command(list(argv[1:])) or 0)
+    except Terminated:
+        print(f"chunkstore {args.command}: terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         # Each command cleans up on the way out (staging, partial files); the operator asked for it.
         print(f"chunkstore {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to a command: unwound like Ctrl-C, so that an import's staging and an export's partial file
+    are removed on the way out (by default SIGTERM ended the process where it stood, leaving both)."""
+
+
+def _terminated(signum: int, frame: object) -> None:  # noqa: ARG001
+    raise Terminated
 
 
 if __name__ == "__main__":

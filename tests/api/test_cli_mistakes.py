@@ -92,17 +92,34 @@ def _wait_reading_stdin(pid: int, seconds: float = 240) -> None:
     raise AssertionError("the import never blocked reading its standard input")
 
 
-def test_ctrl_c_ends_a_command_with_a_message_not_a_traceback(tmp_path):
-    """SIGINT while `chunkstore import` reads from a pipe that never ends."""
+@pytest.mark.parametrize(("sig", "code", "says"), [(signal.SIGINT, 130, b"interrupted"),
+                                                 (signal.SIGTERM, 143, b"terminated")])
+def test_a_signal_ends_a_command_with_a_message_and_its_staging_removed(tmp_path, sig, code, says):
+    """SIGINT or SIGTERM while `chunkstore import` reads from a pipe that never ends, its staging made. SIGTERM
+    ended the process where it stood, with no message and the staging directory left (an operator's sweep)."""
+    import io
+    import tarfile
+
+    header = io.BytesIO()
+    with tarfile.open(fileobj=header, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        info = tarfile.TarInfo("ab" * 32)
+        info.size = 1 << 20
+        tar.addfile(info)  # the header only: the body never comes
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "api.cli", "import", "-", "--data-dir", str(tmp_path / "s"),
                              "--workers", "0", "--no-progress"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=ROOT)  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(header.getvalue()[:512])
+    proc.stdin.flush()
     _wait_reading_stdin(proc.pid)  # past start-up (a fresh clone compiles its kernels first), blocked on stdin
-    proc.send_signal(signal.SIGINT)
+    staging = tmp_path / "s" / ".import-staging"
+    assert staging.is_dir() and any(staging.iterdir())
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert b"interrupted" in err and b"Traceback" not in err, err
+    assert proc.returncode == code, err
+    assert says in err and b"Traceback" not in err, err
+    assert not staging.exists() or not any(staging.iterdir())
 
 
 ASK_SIGINT = """
