@@ -23,6 +23,7 @@ during that is logged and ignored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -72,26 +73,25 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 SERVE_LOCK = "serve.lock"  # in the data dir: locked by the daemon serving it, its pid inside
 
 
-def _serve_lock(data_dir: Path) -> int | None:
-    """Lock the data dir for this daemon (the descriptor stays open, and so locked, until it exits); None,
-    with the error logged, when another daemon holds it. Two daemons on one store each answered for half
-    its traffic: their metrics, tags and stamper positions in memory each saw only their own."""
+def _serve_lock(data_dir: Path) -> int:
+    """Lock the data dir for this daemon (the descriptor stays open, and so locked, until it exits), or raise
+    ``StartupError`` when another daemon holds it. Two daemons on one store each answered for half its
+    traffic: their metrics, tags and stamper positions in memory each saw only their own."""
     path = Path(data_dir) / SERVE_LOCK
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        log.error("cannot write to the data dir", extra={"fields": {"data_dir": str(data_dir), "error": str(exc)}})
-        return None
+    except OSError as exc:  # e.g. no inode left on a full disk
+        raise StartupError(f"cannot write to the data dir {data_dir}: {exc.strerror or exc}", 1) from None
     try:
         hold(fd)
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
         os.close(fd)
-        log.error(f"another chunkstore serve (pid {holder}) is serving {data_dir}; refusing to start a second",
-                  extra={"fields": {"data_dir": str(data_dir)}})
-        return None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        raise StartupError(f"another chunkstore serve (pid {holder}) is serving {data_dir}; refusing to start a "
+                           "second", 2) from None
+    with contextlib.suppress(OSError):  # the pid is for the message above only: a full disk may refuse it
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
@@ -265,10 +265,8 @@ def run(config: Config) -> int:
     except OSError as exc:
         log.error("cannot create data dir", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 2
-    lock = _serve_lock(config.data_dir)
-    if lock is None:
-        return 2
     try:
+        _serve_lock(config.data_dir)  # held until the process exits
         # The overlay first: the store counts its reserve by proximity to it.
         overlay = resolve_overlay(config.data_dir, config.overlay)
         chainstate = load_chainstate(config.chainstate)
