@@ -123,9 +123,9 @@ def refuse_lost_meta(root: str) -> None:
         data = os.path.join(path, "data.mdb")
         if not os.path.isfile(data) or os.path.getsize(data) == 0:
             continue
-        try:
-            env = lmdb.open(path, readonly=True, lock=False, max_dbs=len(SHARD_DBS), subdir=True)
-        except lmdb.Error:
+        try:  # the store's own open: a file cut short is refused before it is mapped (a SIGBUS otherwise)
+            env = acquire_env(path, readonly=True, map_size=0, max_dbs=len(SHARD_DBS))
+        except (StoreFormatError, lmdb.Error):
             continue  # a damaged shard: the shard's own open check names it
         try:
             with env.begin() as txn:
@@ -133,7 +133,7 @@ def refuse_lost_meta(root: str) -> None:
         except lmdb.Error:
             pass  # no chunks database: a shard whose creation was cut short
         finally:
-            env.close()
+            release_env(env)
     if held:
         raise StoreFormatError(
             f"{root}: {META_DIR}/data.mdb is missing or empty, yet the shards hold {held} chunk(s): the store's "
