@@ -52,8 +52,10 @@ PING_SECONDS = 60.0  # the reference's WebSocket ping period
 
 def _targets(text: str) -> list[bytes]:
     targets = [decode_hex("path", "target", part, max_size=pss.MAX_TARGET) for part in text.split(",")]
-    if len({len(t) for t in targets}) != 1:
-        raise ParamError("path", "targets", text, "target list cannot have targets of different length")
+    try:
+        pss.check_targets(targets)
+    except pss.PssError as exc:
+        raise ParamError("path", "targets", text, str(exc)) from None
     return targets
 
 
@@ -70,24 +72,21 @@ def _recipient(request: web.Request, topic: bytes) -> coincurve.PublicKey:
         raise ParamError("query", "recipient", text, str(exc)) from None
 
 
-async def _deliver(st: AppState, data: bytes) -> int:
+async def _deliver(st: AppState, data: bytes) -> None:
     """Open the chunk as its closest node (this one) would, and give the message to its topic's subscribers."""
     if not st.pss_topics:
-        return 0
+        return
     own = coincurve.PrivateKey(st.signer.secret)
     opened = await st.run(pss.unwrap, data, [own], list(st.pss_topics))
     if opened is None:
-        return 0
+        return
     topic, message = opened
-    delivered = 0
     for ws in list(st.pss_topics.get(topic, ())):
         try:
             await asyncio.wait_for(ws.send_bytes(message), SEND_DEADLINE)
-            delivered += 1
         except (ConnectionError, TimeoutError, RuntimeError) as exc:  # a subscriber gone or stuck: drop it
             log.debug("pss subscriber dropped", extra={"fields": {"error": repr(exc)}})
             await ws.close()
-    return delivered
 
 
 async def pss_send(request: web.Request) -> web.Response:
