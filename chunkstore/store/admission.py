@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chunkstore.swarm.bmt.backend import chunk_hash
-from chunkstore.swarm.cac import is_valid_cac
+from chunkstore.swarm.cac import check_address, is_valid_cac
 from chunkstore.swarm.constants import (
     ADDRESS_SIZE,
     BATCH_ID_SIZE,
@@ -80,7 +80,7 @@ def admit(
         validate_stamp(st, addr, batch.owner, batch.depth, batch.bucket_depth)
 
     if address is not None:
-        addr, kind = _classify_at(bytes(address), data)
+        addr, kind = _classify_at(check_address(address), data)
         check(addr)
         return Admitted(addr, kind, data, st, batch, record)
 
@@ -156,14 +156,13 @@ def admit_signed(
 def classify(address: bytes, data: bytes | bytearray | memoryview) -> ChunkType:
     """CAC, SOC, or UNKNOWN (rogue) for data stored at ``address``."""
     try:
-        return _classify_at(bytes(address), data)[1]
+        return _classify_at(address, data)[1]
     except (InvalidChunk, InvalidSignature):
         return ChunkType.UNKNOWN
 
 
 def _classify_at(address: bytes, data: bytes | bytearray | memoryview) -> tuple[bytes, ChunkType]:
-    if len(address) != ADDRESS_SIZE:
-        raise InvalidChunk(f"address is {len(address)} bytes; must be {ADDRESS_SIZE}")
+    address = check_address(address)
     if is_valid_cac(address, data):
         return address, ChunkType.CAC
     try:

@@ -24,8 +24,8 @@ from typing import Any, Self
 
 import lmdb
 
+from chunkstore.swarm.cac import check_address
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
-from chunkstore.swarm.errors import InvalidChunk
 from chunkstore.swarm.stamp import Stamp
 
 from .admission import Admitted, StampLike, admit, admit_signed
@@ -262,8 +262,7 @@ class ChunkStore:
                     txn.put(key, value, db=meta.info)
 
     def _shard_for(self, address: bytes) -> Shard:
-        if len(address) != ADDRESS_SIZE:
-            raise InvalidChunk(f"address is {len(address)} bytes; must be {ADDRESS_SIZE}")
+        check_address(address)
         return self._shards[address[ADDRESS_SIZE - 1] % self.shard_count]
 
     # Reads.
@@ -282,7 +281,9 @@ class ChunkStore:
         return self._shard_for(address).read_into(address, buf)
 
     def has(self, address: bytes) -> bool:
-        return len(address) == ADDRESS_SIZE and self._shard_for(address).has(address)
+        if isinstance(address, bytes | bytearray | memoryview) and len(address) != ADDRESS_SIZE:
+            return False
+        return self._shard_for(address).has(address)
 
     def stamps_of(self, address: bytes) -> list[Stamp]:
         return self._shard_for(address).stamps_of(address)

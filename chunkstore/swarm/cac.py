@@ -11,6 +11,19 @@ from .constants import ADDRESS_SIZE, CHUNK_SIZE, MAX_CAC_SIZE, SPAN_SIZE
 from .errors import InvalidChunk
 
 
+def check_address(address: object) -> bytes:
+    """``address`` as 32 bytes; ``InvalidChunk`` for another length or a non-bytes value.
+
+    A hex string is the usual mistake: refused by its type, since a 32-character
+    string would otherwise pass a length check.
+    """
+    if not isinstance(address, bytes | bytearray | memoryview):
+        raise InvalidChunk(f"address must be bytes, not {type(address).__name__}")
+    if len(address) != ADDRESS_SIZE:
+        raise InvalidChunk(f"address is {len(address)} bytes; must be {ADDRESS_SIZE}")
+    return bytes(address)
+
+
 def check_data_length(data: bytes | bytearray | memoryview) -> None:
     """Raise ``InvalidChunk`` unless ``data`` has a span and at most 4096 payload bytes."""
     if len(data) < SPAN_SIZE:

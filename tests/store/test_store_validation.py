@@ -226,3 +226,26 @@ def test_soc_signed_by_anyone_but_stamped_by_owner(store, batch):
     _, wrapped = make_cac(b"hello")
     soc = make_soc(signer(OTHER_KEY), os.urandom(32), wrapped)
     assert store.put(soc.data, Stamper(batch).stamp(soc.address)).address == soc.address
+
+
+@pytest.mark.parametrize("address", ["ab" * 16, "ab" * 32, None, 7, 3.5, ["x"] * 32])
+def test_reads_refuse_an_address_that_is_not_bytes(store, address):
+    """A hex string (the mistake a caller makes) is refused by name, not taken for 32 bytes by `str % int`."""
+    for read in (store.get, store.stamps_of, store.has, lambda a: store.get_into(a, bytearray(4096 + 8))):
+        with pytest.raises(InvalidChunk, match=f"address must be bytes, not {type(address).__name__}"):
+            read(address)
+
+
+def test_has_is_false_for_a_wrong_length_address(store):
+    assert store.has(b"\x00" * 31) is False
+    assert store.has(memoryview(b"\x00" * 33)) is False
+
+
+@pytest.mark.parametrize("address", ["ab" * 16, 5])
+def test_put_refuses_an_address_that_is_not_bytes(store, batch, address):
+    """`bytes(5)` is five zero bytes and `bytes(str)` a TypeError: both used to stand in for the check."""
+    a, d = random_cac(30)
+    before = dump(store)
+    with pytest.raises(InvalidChunk, match=f"address must be bytes, not {type(address).__name__}"):
+        store.put(d, Stamper(batch).stamp(a), address=address)
+    assert dump(store) == before
