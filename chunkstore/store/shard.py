@@ -292,15 +292,31 @@ class ShardReader(Shard):
 # Transaction-level helpers shared by readers, snapshots and the writer.
 
 
+def writable_bytes(buf: Buffer) -> memoryview:
+    """``buf`` as a writable 1-D view of its bytes, so that its capacity is counted in bytes.
+
+    A numpy array of uint32 or of two dimensions has fewer items than bytes;
+    a read-only or non-contiguous multi-byte buffer is refused before any read.
+    """
+    out = buf if type(buf) is memoryview else memoryview(buf)
+    if out.readonly:
+        raise TypeError(f"get_into needs a writable buffer; {type(buf).__name__} is read-only")
+    if out.ndim != 1 or out.itemsize != 1:
+        if not out.c_contiguous:
+            raise TypeError("get_into needs a contiguous buffer, or a one-dimensional one of bytes")
+        out = out.cast("B")
+    return out
+
+
 def txn_read_into(txn: lmdb.Transaction, shard: Shard, address: bytes, buf: Buffer) -> int:
     """Copy the chunk at ``address`` into ``buf``; all-or-nothing on a short buffer."""
+    out = writable_bytes(buf)
     head = txn.get(address, db=shard.chunks)
     if head is None:
         raise ChunkNotFound(address)
     n = len(head)
     tail = txn.get(address, db=shard.tails) if n == HEAD_SIZE else None
     total = n if tail is None else n + len(tail)
-    out = buf if type(buf) is memoryview else memoryview(buf)
     if len(out) < total:
         raise BufferTooSmall(address, total, len(out))
     # Assigning through a memoryview copies straight from the map; a bytearray

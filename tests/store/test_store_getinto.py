@@ -73,3 +73,42 @@ def test_get_into_allocates_nothing_per_call(filled):
     net_ba, peak_ba = _measure(lambda: store.get_into(addr, buf), 5000)
     print(f"get_into: net {net}, peak {peak}; bytearray: {net_ba}, {peak_ba}; get: {base_net}, {base_peak}")
     assert net_ba < 1.0 and peak_ba < 2048, (net_ba, peak_ba)
+
+
+def test_buffer_capacity_is_counted_in_bytes(filled):
+    """A uint32 or a 2-D numpy array holds more bytes than items: its bytes are what count."""
+    np = pytest.importorskip("numpy")
+    store, chunks = filled
+    for addr, data in chunks:
+        for buf in (np.zeros(1200, np.uint32), np.zeros((2, 2200), np.uint8), np.zeros((1200, 1), np.int32)):
+            assert buf.nbytes >= len(data)
+            assert store.get_into(addr, buf) == len(data)
+            assert buf.tobytes()[: len(data)] == data
+        with pytest.raises(BufferTooSmall) as info:
+            store.get_into(addr, np.zeros(len(data) // 4 - 1, np.uint32))
+        assert info.value.got == (len(data) // 4 - 1) * 4
+
+
+@pytest.mark.parametrize("make", [lambda n: bytes(n), lambda n: memoryview(bytes(n)), "numpy-readonly"])
+def test_read_only_buffer_is_refused_before_any_read(filled, make):
+    store, chunks = filled
+    if make == "numpy-readonly":
+        np = pytest.importorskip("numpy")
+
+        def make(n):
+            a = np.zeros(n, np.uint8)
+            a.flags.writeable = False
+            return a
+
+    for address in (chunks[0][0], b"\x01" * 32):  # held, and absent: the buffer is checked first
+        with pytest.raises(TypeError, match="writable buffer"):
+            store.get_into(address, make(5000))
+
+
+def test_strided_multibyte_buffer_is_refused(filled):
+    np = pytest.importorskip("numpy")
+    store, chunks = filled
+    buf = np.zeros((3000, 2), np.uint16)[:, 0]  # one-dimensional but neither bytes nor contiguous
+    with pytest.raises(TypeError, match="contiguous"):
+        store.get_into(chunks[0][0], buf)
+    assert not buf.any()
