@@ -551,6 +551,30 @@ class _Phase2:
 # ----------------------------------------------------------------- entry points
 
 
+MAX_DEPTH = 255  # the reference's depth is a uint8
+
+
+def _check_arguments(anchor: object, depth: object, consensus_time: object, k: object) -> None:
+    """Refuse, by name, arguments of the wrong type or range, before any worker starts.
+
+    ``bool`` is an ``int`` to Python, but ``depth=True`` is a caller's mistake.
+    """
+    if not isinstance(anchor, bytes | bytearray | memoryview):
+        raise TypeError(f"anchor must be bytes, not {type(anchor).__name__}")
+    if not len(anchor):
+        raise ValueError("anchor is empty")
+    for name, value in (("depth", depth), ("consensus_time", consensus_time), ("k", k)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    assert isinstance(depth, int) and isinstance(consensus_time, int) and isinstance(k, int)
+    if not 0 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth {depth} is outside 0..{MAX_DEPTH}")
+    if consensus_time < 0:
+        raise ValueError(f"consensus_time {consensus_time} is negative")
+    if k < 1:
+        raise ValueError("k must be positive")
+
+
 def reserve_sample(
     store: SampleSource,
     anchor: bytes,
@@ -573,12 +597,7 @@ def reserve_sample(
     a shared counter every few thousand entries); ``expected_entries`` gives
     the total to expect.
     """
-    if not anchor:
-        raise ValueError("anchor is empty")
-    if depth < 0:
-        raise ValueError(f"depth {depth} is negative")
-    if k < 1:
-        raise ValueError("k must be positive")
+    _check_arguments(anchor, depth, consensus_time, k)
     t0 = time.perf_counter()
     scope = sample_scope(store, anchor, depth)
     excluded = below_balance_batches(store.batches, min_batch_balance)
