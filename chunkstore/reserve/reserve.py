@@ -230,7 +230,6 @@ class Reserve:
         """A put committed: wake the eviction if the reserve or the cache went over capacity."""
         self.writes += 1
         if self._wake is not None and (self.over_capacity() or self.cache.over_capacity()):
-            self.over_capacity_triggers += 1
             self._wake()
 
     def batches_changed(self) -> None:
@@ -286,6 +285,11 @@ class Reserve:
         if not stop():
             done["radius"] = eviction.sweep(self, stop)
         if not stop():
+            if self.over_capacity():
+                # Counted where the eviction runs, as the reference counts the triggers its worker handles:
+                # so an over-full reserve found at start-up or after an expiry counts, and puts that each
+                # left it over capacity before one pass count once.
+                self.over_capacity_triggers += 1
             done["capacity"] = eviction.unreserve(self, stop)
         done["cache"] = 0 if stop() else self.cache.evict(stop)
         return done

@@ -286,3 +286,24 @@ def test_samples_after_eviction_never_contain_an_evicted_chunk(tmp_path):
                 assert got <= kept
                 sampled += 1
         assert hit and sampled >= 5
+
+
+def test_over_capacity_found_at_start_is_counted_once_per_eviction(tmp_path):
+    """bee_localstore_over_cap_trigger_count counts the evictions the worker runs for capacity, as the
+    reference's worker counts the triggers it handles: one at start-up for a reserve left over-full (by an
+    import, or a crash before eviction), none for a reserve within capacity."""
+    batches = [make_batch(1, depth=16, bucket_depth=4, value=1)]
+    rng = random.Random(5)
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(1000)) as store:
+        store.batches.add(batches[0])
+        fill(store, batches, 120, rng, shared=0, stampers={}, overlay=OVERLAY)
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(1000)) as store:
+        worker = ReserveWorker(store.reserve).start()
+        assert worker.settle(30)
+        assert store.reserve.over_capacity_triggers == 0  # within capacity: nothing to count
+    with ReserveStore(tmp_path / "s", overlay=OVERLAY, reserve=small(50, evict_step=5)) as store:
+        assert store.reserve.over_capacity() > 0
+        worker = ReserveWorker(store.reserve).start()
+        assert worker.settle(30)
+        assert store.reserve.status().size <= 50
+        assert store.reserve.over_capacity_triggers == 1 and worker.errors == 0
