@@ -311,8 +311,8 @@ class Metrics:
             "Accelerated hashes that disagreed with the reference; each made a sample rerun on the reference.",
             registry=r,
         )
-        self.puts = Counter("chunkstore_chunk_puts", "Chunk uploads by outcome.", ["outcome"], registry=r)
-        self.gets = Counter("chunkstore_chunk_gets", "Chunk reads by outcome.", ["outcome"], registry=r)
+        self.puts = Counter("chunkstore_chunk_puts", "Single chunks uploaded through /chunks, /soc and /chunks/stream, by outcome (file uploads: chunkstore_upload_chunks).", ["outcome"], registry=r)
+        self.gets = Counter("chunkstore_chunk_gets", "Chunks read through GET /chunks/{address}, by outcome (hit or miss).", ["outcome"], registry=r)
         self.upload_chunks = Counter(
             "chunkstore_upload_chunks", "Chunks uploads stored new, by what keeps them.", ["kept"], registry=r
         )
