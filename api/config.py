@@ -83,36 +83,51 @@ def parse_bool(value: str) -> bool:
     raise ValueError(f"not a boolean: {value!r}")
 
 
+def _integer(value: str) -> int:
+    # argparse would word a ValueError with the converter's own name ("invalid _port value").
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a decimal integer") from None
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+
+
 def _positive_int(value: str) -> int:
-    n = int(value)
+    n = _integer(value)
     if n <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return n
 
 
 def _port(value: str) -> int:
-    n = int(value)
+    n = _integer(value)
     if not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"port must be in 0..65535, got {value}")
     return n
 
 
 def _non_negative_int(value: str) -> int:
-    n = int(value)
+    n = _integer(value)
     if n < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
     return n
 
 
 def _positive_float(value: str) -> float:
-    x = float(value)
+    x = _number(value)
     if not x > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
     return x
 
 
 def _non_negative_float(value: str) -> float:
-    x = float(value)
+    x = _number(value)
     if not x >= 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative number, got {value}")
     return x
@@ -130,14 +145,14 @@ def _overlay(value: str) -> str:
 
 
 def _doubling(value: str) -> int:
-    n = int(value)
+    n = _integer(value)
     if not 0 <= n <= MAX_CAPACITY_DOUBLING:
         raise argparse.ArgumentTypeError(f"must be in 0..{MAX_CAPACITY_DOUBLING}, got {value}")
     return n
 
 
 def _radius(value: str) -> int:
-    n = int(value)
+    n = _integer(value)
     if not 0 <= n <= MAX_PO:
         raise argparse.ArgumentTypeError(f"must be in 0..{MAX_PO}, got {value}")
     return n

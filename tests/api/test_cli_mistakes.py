@@ -225,3 +225,28 @@ def test_serve_answers_help_and_bad_flags_without_loading_the_daemon(args):
     rc, aiohttp_loaded, numba_loaded = out.stdout.split()[-3:]
     assert rc == ("0" if args[1] == "--help" else "2"), out.stderr
     assert (aiohttp_loaded, numba_loaded) == ("False", "False")
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--port", "abc", "'abc' is not a decimal integer"),
+    ("--workers", "0.5", "'0.5' is not a decimal integer"),
+    ("--cache-capacity", "lots", "'lots' is not a decimal integer"),
+    ("--max-uploads", "", "'' is not a decimal integer"),
+])
+def test_serve_flag_that_is_not_a_number_is_named_without_internals(flag, value, says, capsys):
+    """argparse words a converter's ValueError with the function's name: "invalid _port value"."""
+    from api.config import parse_config
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_config(["--data-dir", "d", flag, value], env={})
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: {says}" in err and "_port" not in err and "_positive_int" not in err, err
+
+
+def test_serve_env_value_that_is_not_a_number_is_named(capsys):
+    from api.config import parse_config
+
+    with pytest.raises(SystemExit):
+        parse_config(["--data-dir", "d"], env={"CHUNKSTORE_PORT": "eighty"})
+    assert "'eighty' is not a decimal integer" in capsys.readouterr().err
