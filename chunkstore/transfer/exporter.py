@@ -286,7 +286,11 @@ def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[
                     os.unlink(stale)
         tmp = f"{path}.partial-{os.getpid()}"
         try:
-            with open(tmp, "wb", buffering=1 << 20) as stream:
+            try:
+                out = open(tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by the with below
+            except OSError as exc:  # named by the destination the operator gave, not the partial file
+                raise TransferError(f"cannot export to {path}: {exc.strerror}") from None
+            with out as stream:
                 hold(stream.fileno())
                 yield stream, path
             os.replace(tmp, path)  # a failed export leaves no file that looks complete

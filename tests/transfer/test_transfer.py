@@ -754,3 +754,16 @@ def test_a_failed_export_leaves_no_batches_file(tmp_path, entries, monkeypatch):
     monkeypatch.undo()
     export_reserve(store, out, batches_out=batches, show_progress=False)
     assert os.path.exists(out) and "batchID" in open(batches).read()
+
+
+def test_export_to_a_missing_directory_names_the_destination(tmp_path, capsys):
+    """The open of the partial file failed with its own name ('out.tar.partial-PID'), which the operator never gave."""
+    store = str(tmp_path / "store")
+    ReserveStore(store).close()
+    destination = tmp_path / "no-such-dir" / "out.tar"
+    with pytest.raises(TransferError, match=f"cannot export to {destination}: No such file or directory") as info:
+        export_reserve(store, str(destination), show_progress=False)
+    assert "partial" not in str(info.value)
+    assert export_main([str(destination), "--data-dir", store]) == 2
+    err = capsys.readouterr().err
+    assert "partial" not in err and str(destination) in err
