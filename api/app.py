@@ -50,7 +50,13 @@ from . import (
 from .config import Config
 from .feedread import feed_target
 from .metrics import Metrics
-from .middleware import access_middleware, cors_middleware, error_middleware, header_middleware
+from .middleware import (
+    access_middleware,
+    clean_path_middleware,
+    cors_middleware,
+    error_middleware,
+    header_middleware,
+)
 from .putqueue import PutQueue
 from .sampling import SampleCoordinator, SampleFn
 from .state import STATE, AppState
@@ -153,7 +159,8 @@ def make_app(
 
     # Bodies are stored as sent, Content-Encoding or not, as the reference's Go server leaves them: aiohttp's
     # decoding gave a cut-off gzip stream's prefix a reference, and a body that did not decode a 500.
-    app = web.Application(middlewares=[access_middleware, cors_middleware, error_middleware, header_middleware],
+    middlewares = [access_middleware, cors_middleware, clean_path_middleware, error_middleware, header_middleware]
+    app = web.Application(middlewares=middlewares,
                           client_max_size=config.max_body, handler_args={"auto_decompress": False})
     app[STATE] = state
     routes_status.add_routes(app)

@@ -2,8 +2,10 @@
 
 In the order make_app lists them (outermost first): ``access_middleware``
 times and logs every request; ``cors_middleware`` adds CORS headers for
-allowed origins; ``error_middleware`` turns every failure into the reference
-node's JSON error shape (a store write that could not be committed as 507 or
+allowed origins; ``clean_path_middleware`` redirects a path with ``.``, ``..``
+or repeated slashes to its clean form, as the reference's router does;
+``error_middleware`` turns every failure into the reference node's JSON error
+shape (a store write that could not be committed as 507 or
 500, counted by reason); ``header_middleware`` refuses hostile bytes in a
 header the daemon reads before any handler runs.
 """
@@ -13,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from urllib.parse import quote
 
 import lmdb
 from aiohttp import web
 
 from chunkstore.store.errors import StoreWriteFailed
+from chunkstore.swarm.bzz.paths import go_clean
 from chunkstore.swarm.errors import SwarmError
 
 from .errors import ApiError, Handler, error_response, status_for, status_text, swarm_error_response
@@ -125,6 +129,36 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
         resp.headers["Access-Control-Allow-Methods"] = "GET, HEAD, OPTIONS, POST, PUT, DELETE"
         resp.headers["Access-Control-Max-Age"] = "3600"
     return resp
+
+
+def clean_path(path: str) -> str:
+    """gorilla/mux's ``cleanPath``: Go's ``path.Clean`` of the (decoded) path, its trailing slash kept."""
+    cleaned = go_clean(path if path.startswith("/") else "/" + path)
+    return cleaned + "/" if path.endswith("/") and cleaned != "/" else cleaned
+
+
+# What Go's URL.EscapedPath leaves unescaped in a path besides letters, digits and "-._~".
+_PATH_SAFE = "$&+,/:;=@"
+
+
+@web.middleware
+async def clean_path_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A 301 to the clean path (query kept) for a path with ``.``/``..`` segments or repeated slashes.
+
+    The reference's router (gorilla/mux, not told to skip cleaning) answers so before any route is
+    matched: ``/bzz/{ref}/a//b.txt`` and ``/bzz/{ref}/x/../b.txt`` lead to ``/bzz/{ref}/a/b.txt`` and
+    ``/bzz/{ref}/b.txt``, ``//health`` to ``/health``. It cleans the decoded path, so ``%2F`` and
+    ``%2E`` count as ``/`` and ``.``.
+    """
+    path = request.path
+    cleaned = clean_path(path)
+    if cleaned == path:
+        return await handler(request)
+    location = quote(cleaned, safe=_PATH_SAFE)
+    query = request.rel_url.raw_query_string
+    if query:
+        location += "?" + query
+    return web.Response(status=301, headers={"Location": location})
 
 
 @web.middleware

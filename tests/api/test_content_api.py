@@ -356,6 +356,34 @@ async def test_bzz_website_paths(ctx):
     assert r.status == 200 and r.headers["Content-Length"] == "1"
 
 
+@pytest.mark.parametrize(("sent", "location", "followed"), [
+    ("/bzz/{ref}/docs//a.txt", "/bzz/{ref}/docs/a.txt", 200),
+    ("/bzz/{ref}/docs/../docs/a.txt?x=%20y", "/bzz/{ref}/docs/a.txt?x=%20y", 200),
+    ("/bzz/{ref}/./docs/a.txt", "/bzz/{ref}/docs/a.txt", 200),
+    ("/bzz/{ref}/docs/%2E%2E/docs%2F%2Fa.txt", "/bzz/{ref}/docs/a.txt", 200),  # cleaned decoded, as gorilla/mux
+    ("/bzz/{ref}/docs//", "/bzz/{ref}/docs/", 404),  # the trailing slash kept: a folder without an index
+    ("//health", "/health", 200),
+    ("/bytes/../health", "/health", 200),
+])
+async def test_unclean_paths_redirect_to_the_clean_path(ctx: Ctx, sent: str, location: str, followed: int) -> None:
+    """Bee's router (gorilla/mux) answers a path with "."/".." segments or repeated slashes with a 301 to
+    the clean path, before matching a route; the file is then where the clean path says."""
+    from yarl import URL
+
+    tar = make_tar([("docs/a.txt", b"a")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    ref = (await r.json())["reference"]
+    root = str(ctx.client.make_url("/")).rstrip("/")
+    url = URL(root + sent.format(ref=ref), encoded=True)  # encoded: yarl would clean the path itself
+    r = await ctx.client.session.get(url, allow_redirects=False)
+    assert r.status == 301, await r.text()
+    assert r.headers["Location"] == location.format(ref=ref)
+    assert await r.read() == b""
+    r = await ctx.client.session.get(url)  # followed: the clean path answers
+    assert r.status == followed, await r.text()
+
+
 async def test_bzz_missing_path_without_error_document(ctx):
     tar = make_tar([("a.txt", b"a")])
     r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
