@@ -220,7 +220,9 @@ async def serve_file(
             return web.Response(status=304, headers={"ETag": etag})
     size = body.size
     if request.method == "HEAD":
-        out_headers.setdefault("Content-Type", content_type or "application/octet-stream")
+        # an empty type (a tar entry whose extension Go's table does not know) stays empty, as in the GET
+        # answer and in the reference's HEAD, which writes the metadata's value as it is
+        out_headers.setdefault("Content-Type", "application/octet-stream" if content_type is None else content_type)
         out_headers["Accept-Ranges"] = "bytes"
         head = web.StreamResponse(status=200, headers=out_headers)
         head.content_length = size

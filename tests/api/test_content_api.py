@@ -544,6 +544,20 @@ async def test_bzz_tar_skips_what_is_not_a_regular_file(ctx):
     assert (await r.json())["reference"] == ref
 
 
+async def test_bzz_head_gives_the_empty_type_of_an_unknown_extension_as_get_does(ctx: Ctx) -> None:
+    """A tar entry whose extension Go's table does not know is stored with an empty type; Bee's GET
+    and HEAD both write that value as it is (``Content-Type:`` empty), so HEAD says what GET says."""
+    tar = make_tar([("notes.md", b"# notes")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    ref = (await r.json())["reference"]
+    got = await ctx.client.get(f"/bzz/{ref}/notes.md")
+    assert got.status == 200 and await got.read() == b"# notes"
+    head = await ctx.client.head(f"/bzz/{ref}/notes.md")
+    assert head.status == 200 and head.headers["Content-Length"] == "7"
+    assert got.headers["Content-Type"] == head.headers["Content-Type"] == ""
+
+
 async def test_bzz_long_names_gnu_and_pax(ctx):
     import tarfile
 
