@@ -136,6 +136,10 @@ def parse_range(header: str, size: int) -> list[ByteRange]:
     return ranges
 
 
+# What Go's ``writeNotModified`` removes from a 304 (it describes a body the 304 does not have).
+_BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding"})
+
+
 def _etag_matches(header: str, etag: str) -> bool:
     """``If-None-Match``/``If-Range`` list matching (weak comparison, ``*`` matches anything)."""
     bare = etag.removeprefix("W/")
@@ -217,7 +221,10 @@ async def serve_file(
         out_headers["ETag"] = etag
         if_none = request.headers.get("If-None-Match")
         if if_none is not None and _etag_matches(if_none, etag):
-            return web.Response(status=304, headers={"ETag": etag})
+            # Go's writeNotModified drops only the body's headers: the rest (the feed index a cached copy
+            # lacks, Content-Disposition, what CORS exposes) go out with the 304, which a cache merges
+            kept = {k: v for k, v in out_headers.items() if k.lower() not in _BODY_HEADERS}
+            return web.Response(status=304, headers=kept)
     size = body.size
     if request.method == "HEAD":
         # an empty type (a tar entry whose extension Go's table does not know) stays empty, as in the GET

@@ -110,6 +110,23 @@ async def test_latest_update_with_bee_headers(env: Env, n: int) -> None:
     assert h["ETag"] == f'"{address.hex()}"'
 
 
+async def test_not_modified_keeps_the_feed_headers(env: Env) -> None:
+    """Bee answers If-None-Match through Go's ServeContent, whose 304 drops only the body's headers
+    (Content-Type, Content-Length): a client whose copy is still the content learns the feed moved on."""
+    env.put_update(0, b"same content")
+    first = await env.client.get(env.feed_url())
+    etag = first.headers["ETag"]
+    signature = env.put_update(1, b"same content")  # republished at the next index: the same ETag
+    resp = await env.client.get(env.feed_url(), headers={"If-None-Match": etag})
+    assert resp.status == 304 and await resp.read() == b""
+    h = resp.headers
+    assert h["ETag"] == etag
+    assert h["Swarm-Feed-Index"] == "0000000000000001" and h["Swarm-Feed-Index-Next"] == "0000000000000002"
+    assert h["Swarm-Soc-Signature"] == signature.hex() and h["Swarm-Feed-Resolved-Version"] == "v2"
+    assert "Swarm-Feed-Index" in h["Access-Control-Expose-Headers"]
+    assert "Content-Type" not in h
+
+
 async def test_only_root_chunk_answers_the_wrapped_chunk(env: Env) -> None:
     env.put_update(0, b"hello")
     resp = await env.client.get(env.feed_url(), headers={"Swarm-Only-Root-Chunk": "true"})
