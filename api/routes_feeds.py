@@ -43,7 +43,7 @@ from chunkstore.swarm.feeds import V1, InvalidFeedUpdate, index_bytes
 from .errors import ApiError
 from .feedread import get_or_none, latest_update, open_tree, read_soc
 from .params import decode_hex, parse_go_bool, parse_int, parse_uint
-from .serve import FileBody, serve_file, tree_error
+from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, state_of
 from .uploads import created, parse_upload, run_upload
 
@@ -74,7 +74,9 @@ def _root_chunk_response(data: bytes, headers: dict[str, str]) -> web.Response:
 async def _serve_content(
     request: web.Request, st: AppState, reference: bytes, root_chunk: bytes | None, headers: dict[str, str]
 ) -> web.StreamResponse:
-    """The content at ``reference`` as Bee's ``downloadHandler`` serves it (Range, ETag of the root address)."""
+    """The content at ``reference`` as Bee's ``downloadHandler`` serves it (Range, ETag of the root address),
+    after its checks of the retrieval headers (``Swarm-Only-Root-Chunk`` answers skip them, as there)."""
+    check_retrieval_headers(request)
     try:
         joiner = await st.run(open_tree, st.store, reference, root_chunk)
     except SwarmError as exc:

@@ -37,10 +37,12 @@ from chunkstore.swarm.bzz.sniff import SNIFF_LENGTH, detect_content_type
 from chunkstore.swarm.digits import decimal_below
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.file import ChunkMissing, FileError, InvalidRange, InvalidReference, Joiner
+from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL
 
 from .errors import ApiError, error_response, printable, status_for
 from .params import is_go_duration, parse_go_bool, parse_int
 from .state import AppState, state_of
+from .uploads import redundancy_level
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +191,9 @@ class FileBody:
 
 
 def check_retrieval_headers(request: web.Request) -> None:
-    """The reference's checks of a download's retrieval headers (``bzz.go``'s ``downloadHandler`` and
-    ``serveReference``): a value it cannot read is a 400. They tune fetching from peers, which this node
+    """The reference's checks of a download's retrieval headers (``bzz.go``'s ``downloadHandler``, which
+    ``/bytes``, ``/bzz``, ``/feeds`` and ``/soc`` share, and ``serveReference``): a value it cannot read,
+    or a redundancy level outside 0..4, is a 400. They tune fetching from peers, which this node
     has none of, so they are read and have no other effect. A retrieval timeout may also be a bare
     number of milliseconds, which bee-js' ``timeoutMs`` sends (the reference refuses it)."""
     h = request.headers
@@ -199,6 +202,9 @@ def check_retrieval_headers(request: web.Request) -> None:
             parse_go_bool("header", name, h[name])
     if "Swarm-Redundancy-Strategy" in h:
         parse_int("header", "Swarm-Redundancy-Strategy", h["Swarm-Redundancy-Strategy"])
+    if "Swarm-Lookahead-Buffer-Size" in h:
+        parse_int("header", "Swarm-Lookahead-Buffer-Size", h["Swarm-Lookahead-Buffer-Size"])
+    redundancy_level(request, DEFAULT_DOWNLOAD_LEVEL)  # a uint8 of 0..4, as the reference validates it
     timeout = h.get("Swarm-Chunk-Retrieval-Timeout")
     if timeout is not None and not (is_go_duration(timeout) or (timeout.isascii() and timeout.isdigit())):
         raise ApiError(400, f"could not parse headers: Swarm-Chunk-Retrieval-Timeout {printable(timeout)!r} is no duration "

@@ -722,6 +722,10 @@ async def test_stalled_uploads_hold_up_only_themselves(tmp_path, max_uploads, st
     ("Swarm-Chunk-Retrieval-Timeout", "30s", True), ("Swarm-Chunk-Retrieval-Timeout", "1m30.5s", True),
     ("Swarm-Chunk-Retrieval-Timeout", "5000", True),  # bee-js' timeoutMs: milliseconds, no unit
     ("Swarm-Chunk-Retrieval-Timeout", "soon", False), ("Swarm-Chunk-Retrieval-Timeout", "5 s", False),
+    ("Swarm-Redundancy-Level", "4", True), ("Swarm-Redundancy-Level", "5", False),
+    ("Swarm-Redundancy-Level", "256", False), ("Swarm-Redundancy-Level", "high", False),
+    ("Swarm-Lookahead-Buffer-Size", "-1", True), ("Swarm-Lookahead-Buffer-Size", "big", False),
+    ("Swarm-Lookahead-Buffer-Size", "9223372036854775808", False),
 ])  # fmt: skip
 async def test_downloads_read_their_retrieval_headers_as_the_reference(ctx, name, value, ok):
     """A sweep: any value of these headers was a 200 here, where the reference answers 400 for one it cannot read."""

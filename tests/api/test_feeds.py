@@ -262,6 +262,24 @@ async def test_get_soc_answers_the_payload_and_signature(env: Env) -> None:
     assert (await env.client.get("/v1" + url)).status == 200
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("Swarm-Cache", "maybe"), ("Swarm-Redundancy-Strategy", "race"), ("Swarm-Redundancy-Fallback-Mode", "yes"),
+    ("Swarm-Chunk-Retrieval-Timeout", "soon"), ("Swarm-Redundancy-Level", "5"), ("Swarm-Lookahead-Buffer-Size", "big"),
+])
+async def test_feed_and_soc_content_reads_check_the_retrieval_headers(env: Env, name: str, value: str) -> None:
+    """Bee's GET /feeds and GET /soc serve the content through the shared downloadHandler, which refuses
+    a retrieval header it cannot read with a 400; the wrapped chunk alone (Swarm-Only-Root-Chunk) skips it."""
+    env.put_update(0, b"feed content")
+    soc_id = os.urandom(32)
+    soc = make_soc(env.up.signer, soc_id, make_cac(b"soc content")[1])
+    env.store.put(soc.data, env.up.stamp(soc.address))
+    for url in (env.feed_url(), f"/soc/{env.owner}/{soc_id.hex()}"):
+        await expect_error(await env.client.get(url, headers={name: value}), 400, name)
+        root = await env.client.get(url, headers={name: value, "Swarm-Only-Root-Chunk": "true"})
+        assert root.status == 200, await root.text()
+        assert (await env.client.get(url)).status == 200
+
+
 async def test_get_soc_wrapping_a_tree_root_joins_the_tree(env: Env) -> None:
     content = os.urandom(2 * 4096 + 1)
     root, chunks = env.put_tree(content)
