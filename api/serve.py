@@ -9,7 +9,7 @@
   here); a malformed range header is a 416 too; ranges adding up to more than
   the file are ignored (the whole file, 200), all as Go does;
 - ``ETag`` (the quoted reference) with ``If-None-Match`` (304) and
-  ``If-Range`` (a range only for the current ETag);
+  ``If-Range`` (a range only for the current ETag, compared strongly);
 - without a known content type, the first 512 bytes are sniffed
   (``chunkstore.swarm.bzz.sniff``), as ``ServeContent`` does;
 - HEAD gives the headers and the length, no body.
@@ -143,13 +143,21 @@ _BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding"}
 
 
 def _etag_matches(header: str, etag: str) -> bool:
-    """``If-None-Match``/``If-Range`` list matching (weak comparison, ``*`` matches anything)."""
+    """``If-None-Match`` list matching (weak comparison, ``*`` matches anything), as Go's ``checkIfNoneMatch``."""
     bare = etag.removeprefix("W/")
     for candidate in header.split(","):
         candidate = candidate.strip()
         if candidate == "*" or candidate.removeprefix("W/") == bare:
             return True
     return False
+
+
+def _if_range_matches(header: str, etag: str) -> bool:
+    """Go's ``checkIfRange`` for an entity tag: the first tag in the header, compared strongly (a weak
+    ``W/`` tag or ``*`` never matches). A date never matches: no ``Last-Modified`` is sent to compare with."""
+    candidate = header.strip(" \t").split(",", 1)[0].strip(" \t")
+    is_tag = len(candidate) >= 2 and candidate[0] == candidate[-1] == '"' and '"' not in candidate[1:-1]
+    return is_tag and not etag.startswith("W/") and candidate == etag
 
 
 def _take(pieces: Iterator[bytes], limit: int) -> bytes:
@@ -254,7 +262,7 @@ async def serve_file(
     out_headers["Content-Type"] = content_type
     range_header = request.headers.get("Range", "")
     if_range = request.headers.get("If-Range")
-    if range_header and if_range is not None and (etag is None or not _etag_matches(if_range, etag)):
+    if range_header and if_range is not None and (etag is None or not _if_range_matches(if_range, etag)):
         range_header = ""  # If-Range that does not name this version: the whole file
     try:
         ranges = parse_range(range_header, size)

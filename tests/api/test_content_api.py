@@ -177,6 +177,24 @@ async def test_bytes_head_etag_and_not_modified(ctx):
     assert r.status == 200 and await r.read() == data  # If-Range for another version: the whole file
 
 
+@pytest.mark.parametrize(("if_range", "ranged"), [
+    ('"{ref}"', True),
+    (' "{ref}" ', True),
+    ('W/"{ref}"', False),  # a weak tag never validates a range (RFC 9110 13.1.5; Go's etagStrongMatch)
+    ("*", False),  # not an entity tag, and no date either
+    ('"other", "{ref}"', False),  # If-Range names one validator: the first
+    ("Wed, 21 Oct 2015 07:28:00 GMT", False),
+])
+async def test_bytes_if_range_compares_one_tag_strongly_as_go(ctx: Ctx, if_range: str, ranged: bool) -> None:
+    data = os.urandom(5000)
+    ref = await upload_bytes(ctx, data)
+    r = await ctx.client.get(f"/bytes/{ref}", headers={"If-Range": if_range.format(ref=ref), "Range": "bytes=0-9"})
+    if ranged:
+        assert r.status == 206 and await r.read() == data[:10]
+    else:
+        assert r.status == 200 and await r.read() == data
+
+
 @pytest.mark.parametrize(("ref", "status", "pattern"), [
     ("ab" * 31, 400, "want 32 or 64 bytes"),
     ("ab" * 33, 400, "want 32 or 64 bytes"),
