@@ -10,9 +10,15 @@ regular file's data goes straight into the splitter. What is understood
   ``path`` and ``size``, a size in ASCII digits only; ``g`` global headers
   are skipped); a long name, long link or PAX header of more than 1 MiB
   (``MAX_SPECIAL_SIZE``, Go's limit) is refused before its data is read;
-- regular files (type ``0``, NUL, and ``7`` contiguous) are yielded;
-  directories, links, devices and the rest are skipped with their data,
-  as the reference node skips every entry that is not a regular file;
+- what Go's ``Header.FileInfo().Mode().IsRegular()`` calls regular is
+  yielded, as the reference node stores exactly those: every type but
+  symlinks, devices, directories and FIFOs (``2``-``6``, or a name ending
+  in "/" on an old NUL-typed entry, or those kinds in the mode field's file
+  type bits). So a hard link (``1``) is an empty file (Go reads no data for
+  it), as is a PAX global header (``g``: Go hands it out as an entry of its
+  own, named as its header says, which ``git archive`` writes first); an
+  unknown type is a file with its data. Old GNU sparse files (``S``) are
+  skipped: Go expands their holes, which is not done here;
 - the archive ends at two zero blocks, or at the end of the body on a block
   boundary (Go accepts both).
 
@@ -40,7 +46,13 @@ from chunkstore.swarm.tarheader import (
 from .errors import InvalidCollection
 from .files import Reader
 
-_REGULAR = (b"0", b"\0", b"7")
+# Go's isHeaderOnlyType: entries whose size field is ignored (Go reads no data for them).
+_HEADER_ONLY = (b"1", b"2", b"3", b"4", b"5", b"6")
+# Entries Go's FileInfo().Mode() gives a type bit: symlink, char and block device, directory, FIFO.
+_NOT_REGULAR = (b"2", b"3", b"4", b"5", b"6")
+# The same kinds, and sockets, in the mode field's file type bits (c_ISDIR, c_ISFIFO, c_ISLNK, ...).
+_NOT_REGULAR_MODES = frozenset({0o040000, 0o010000, 0o120000, 0o060000, 0o020000, 0o140000})
+_GNU_SPARSE = b"S"
 _SKIPPED_DATA = 1 << 20  # bytes read at a time when skipping an entry's data
 _SPECIAL = {b"L": "GNU long name", b"K": "GNU long link name", b"x": "PAX extended header", b"g": "PAX global header"}
 # The most a special entry (above) may declare; it is read whole into memory, so its size is checked
@@ -129,8 +141,10 @@ class TarStream:
                 what = "not a tar archive" if start == 0 else "invalid tar header"
                 raise InvalidCollection(f"{what}: header checksum mismatch at offset {start}")
             typeflag = block[156:157]
+            global_records: dict[str, str] | None = None
             try:
                 size = number(block[124:136], "size")
+                mode = number(block[100:108], "mode")
                 if typeflag in _SPECIAL:
                     if size > MAX_SPECIAL_SIZE:
                         raise TarHeaderError(
@@ -141,7 +155,9 @@ class TarStream:
                         long_name = text(data)
                     elif typeflag == b"x":
                         pax.update(pax_records(data))
-                    continue
+                    if typeflag != b"g":
+                        continue
+                    global_records = pax_records(data)
             except TarHeaderError as exc:
                 raise InvalidCollection(f"tar header at offset {start}: {exc}") from None
             name = text(block[0:100])
@@ -149,6 +165,14 @@ class TarStream:
                 prefix = text(block[345:500])
                 if prefix:
                     name = prefix + "/" + name
+            if global_records is not None:
+                # Go returns a global header as an entry: its own records merged, no data, mode 0 (so
+                # regular); a long name or PAX header before it applies to nothing
+                long_name, pax = None, {}
+                entry = TarEntry(global_records.get("path") or name, 0, self._reader, 0)
+                self._current = entry
+                yield entry
+                continue
             if long_name is not None:
                 name = long_name
             if "path" in pax:
@@ -160,7 +184,14 @@ class TarStream:
                     raise InvalidCollection(f"tar PAX header before offset {start}: {exc}") from None
             long_name = None
             pax = {}
-            if typeflag not in _REGULAR or (typeflag == b"\0" and name.endswith("/")):  # V7: a trailing / is a directory
+            if typeflag in _HEADER_ONLY:
+                size = 0  # Go reads no data for these, whatever the size field says
+            if (
+                typeflag in _NOT_REGULAR
+                or typeflag == _GNU_SPARSE
+                or (typeflag == b"\0" and name.endswith("/"))  # V7: a trailing / is a directory
+                or mode & ~0o7777 in _NOT_REGULAR_MODES
+            ):
                 self._skip(size + (-size % BLOCK))
                 continue
             entry = TarEntry(name, size, self._reader, size)

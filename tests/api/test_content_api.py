@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
+from typing import Any
 
 import pytest
 from aiohttp import ClientPayloadError
@@ -574,6 +576,67 @@ async def test_bzz_head_gives_the_empty_type_of_an_unknown_extension_as_get_does
     head = await ctx.client.head(f"/bzz/{ref}/notes.md")
     assert head.status == 200 and head.headers["Content-Length"] == "7"
     assert got.headers["Content-Type"] == head.headers["Content-Type"] == ""
+
+
+def _tar_of(entries: list[tuple[str, bytes, bytes, int]], **open_kw: Any) -> bytes:
+    """A tar of ``(name, type, data, mode)`` entries, written by Python's tarfile as given."""
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", **open_kw) as tar:
+        for name, kind, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.size, info.mode = kind, len(data), mode
+            at = buf.tell()
+            tar.addfile(info, io.BytesIO(data))
+            if mode > 0o7777:  # tarfile writes the permission bits only: put the file type bits in by hand
+                raw = bytearray(buf.getbuffer()[at : at + 512])
+                raw[100:108] = b"%07o\0" % mode
+                raw[148:156] = b" " * 8
+                raw[148:156] = b"%06o\0 " % sum(raw)
+                buf.getbuffer()[at : at + 512] = raw
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(("sent", "as_bee_reads_it"), [
+    # a hard link: Go's FileInfo().Mode() has no type bit for it, and Go reads no data for it
+    ([("h.txt", b"1", b"", 0o644), ("a.txt", b"0", b"a", 0o644)],
+     [("h.txt", b"0", b"", 0o644), ("a.txt", b"0", b"a", 0o644)]),
+    # a type Go does not know: a regular file with its data
+    ([("v.txt", b"V", b"volume", 0o644)], [("v.txt", b"0", b"volume", 0o644)]),
+    # a regular type whose mode field says directory: Go's Mode() says directory, so it is skipped
+    ([("d", b"0", b"", 0o040755), ("a.txt", b"0", b"a", 0o644)], [("a.txt", b"0", b"a", 0o644)]),
+])  # fmt: skip
+async def test_bzz_tar_entries_are_regular_as_go_reads_them(ctx: Ctx, sent: list, as_bee_reads_it: list) -> None:
+    """Bee stores what archive/tar's Header.FileInfo().Mode().IsRegular() accepts: every type but symlinks,
+    devices, directories and FIFOs (by type flag or mode bits); the reference equals that of the same
+    archive written with those entries as plain files."""
+    refs = []
+    for tar in (_tar_of(sent), _tar_of(as_bee_reads_it)):
+        r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+            **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+        assert r.status == 201, await r.text()
+        refs.append((await r.json())["reference"])
+    assert refs[0] == refs[1]
+
+
+async def test_bzz_tar_pax_global_header_is_an_empty_file_as_go_hands_it_out(ctx: Ctx) -> None:
+    """Go's tar reader returns a PAX global header ('g', which git archive writes first) as an entry of
+    its own, with no data and mode 0, so Bee stores it as an empty file under its (cleaned) name."""
+    import tarfile
+
+    with_global = _tar_of([("a.txt", b"0", b"a", 0o644)], format=tarfile.PAX_FORMAT, pax_headers={"comment": "abc"})
+    assert b"././@PaxHeader" in with_global[:100] and with_global[156:157] == b"g"
+    as_files = _tar_of([("@PaxHeader", b"0", b"", 0o644), ("a.txt", b"0", b"a", 0o644)])
+    refs = []
+    for tar in (with_global, as_files):
+        r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+            **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+        assert r.status == 201, await r.text()
+        refs.append((await r.json())["reference"])
+    assert refs[0] == refs[1]
+    r = await ctx.client.get(f"/bzz/{refs[0]}/@PaxHeader")
+    assert r.status == 200 and await r.read() == b""
 
 
 async def test_bzz_long_names_gnu_and_pax(ctx):
