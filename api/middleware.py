@@ -137,6 +137,13 @@ def clean_path(path: str) -> str:
     return cleaned + "/" if path.endswith("/") and cleaned != "/" else cleaned
 
 
+def raw_query(request: web.Request) -> str:
+    """"?" and the query exactly as the client sent it ("" for none), as Go's ``URL.String`` writes
+    ``RawQuery`` back; yarl's ``raw_query_string`` is already normalised (``%2F`` turned into "/")."""
+    _, mark, query = request.raw_path.partition("?")
+    return mark + query if query else ""
+
+
 # What Go's URL.EscapedPath leaves unescaped in a path besides letters, digits and "-._~".
 _PATH_SAFE = "$&+,/:;=@"
 
@@ -154,11 +161,7 @@ async def clean_path_middleware(request: web.Request, handler: Handler) -> web.S
     cleaned = clean_path(path)
     if cleaned == path:
         return await handler(request)
-    location = quote(cleaned, safe=_PATH_SAFE)
-    query = request.rel_url.raw_query_string
-    if query:
-        location += "?" + query
-    return web.Response(status=301, headers={"Location": location})
+    return web.Response(status=301, headers={"Location": quote(cleaned, safe=_PATH_SAFE) + raw_query(request)})
 
 
 @web.middleware

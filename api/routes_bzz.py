@@ -51,6 +51,7 @@ from chunkstore.swarm.mantaray import Manifest
 
 from .bodyreader import BodyReader
 from .errors import ApiError, ParamError
+from .middleware import raw_query
 from .params import parse_go_bool
 from .routes_bytes import open_joiner, parse_reference
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
@@ -159,10 +160,13 @@ def _resolve(st: AppState, reference: bytes, path: str) -> tuple[Resolution, dic
     return resolve_path(manifest, path), headers
 
 
-def _with_slash(request: web.Request) -> str:
-    """The request URL with "/" added to its path, query kept (Go's ``u.Path += "/"``)."""
+def _with_slash(request: web.Request) -> web.Response:
+    """A 308 to the request URL with "/" added to its path, the query kept byte for byte (Go's
+    ``u.Path += "/"`` leaves ``RawQuery`` as sent). Not ``HTTPPermanentRedirect``: it runs the Location
+    through yarl, which re-encodes the query (``%2F`` to "/", ``a%20b&x`` to ``a+b&x=``)."""
     url = request.rel_url
-    return str(url.with_path(url.path + "/", encoded=False).with_query(url.query))
+    location = str(url.with_path(url.path + "/", encoded=False).with_query(None)) + raw_query(request)
+    return web.Response(status=308, text="308: Permanent Redirect", headers={"Location": location})
 
 
 async def get_bzz(request: web.Request) -> web.StreamResponse:
@@ -175,7 +179,7 @@ async def get_bzz(request: web.Request) -> web.StreamResponse:
     except SwarmError as exc:
         raise tree_error(exc) from None
     if isinstance(resolution, Redirect):
-        raise web.HTTPPermanentRedirect(location=_with_slash(request))
+        return _with_slash(request)
     if isinstance(resolution, NotFound):
         raise ApiError(404, resolution.message)
     assert isinstance(resolution, Serve)
@@ -200,7 +204,7 @@ async def get_bzz(request: web.Request) -> web.StreamResponse:
 async def bzz_root_redirect(request: web.Request) -> web.Response:
     reference = request.match_info["address"]
     parse_reference(reference)
-    raise web.HTTPPermanentRedirect(location=_with_slash(request))
+    return _with_slash(request)
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

@@ -376,9 +376,26 @@ async def test_bzz_website_paths(ctx):
     assert r.status == 200 and r.headers["Content-Length"] == "1"
 
 
+async def test_bzz_redirects_keep_the_query_as_sent(ctx: Ctx) -> None:
+    """Bee's redirects (to the folder's "/", and /bzz/{ref} to /bzz/{ref}/) add the slash to the path and
+    leave the raw query alone: ``a%20b`` stays, a bare ``flag`` gets no "=" added."""
+    from yarl import URL
+
+    tar = make_tar([("docs/a.txt", b"a")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    ref = (await r.json())["reference"]
+    root = str(ctx.client.make_url("/")).rstrip("/")
+    for path in (f"/bzz/{ref}/docs", f"/bzz/{ref}"):
+        url = URL(f"{root}{path}?q=a%20b&flag&p=%2F", encoded=True)
+        r = await ctx.client.session.get(url, allow_redirects=False)
+        assert r.status == 308
+        assert r.headers["Location"] == f"{path}/?q=a%20b&flag&p=%2F"
+
+
 @pytest.mark.parametrize(("sent", "location", "followed"), [
     ("/bzz/{ref}/docs//a.txt", "/bzz/{ref}/docs/a.txt", 200),
-    ("/bzz/{ref}/docs/../docs/a.txt?x=%20y", "/bzz/{ref}/docs/a.txt?x=%20y", 200),
+    ("/bzz/{ref}/docs/../docs/a.txt?x=%20y&p=%2F&flag", "/bzz/{ref}/docs/a.txt?x=%20y&p=%2F&flag", 200),
     ("/bzz/{ref}/./docs/a.txt", "/bzz/{ref}/docs/a.txt", 200),
     ("/bzz/{ref}/docs/%2E%2E/docs%2F%2Fa.txt", "/bzz/{ref}/docs/a.txt", 200),  # cleaned decoded, as gorilla/mux
     ("/bzz/{ref}/docs//", "/bzz/{ref}/docs/", 404),  # the trailing slash kept: a folder without an index
