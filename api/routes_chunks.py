@@ -294,13 +294,16 @@ def _chunk_address(request: web.Request) -> bytes | None:
 
 async def get_chunk(request: web.Request) -> web.Response:
     st = state_of(request)
+    # Bee reads Swarm-Cache (whether a chunk fetched from the network is cached) before the address; with no
+    # network there is nothing to cache, but a value that is not a Go boolean is still the client's 400.
+    _go_bool(request, "Swarm-Cache")
     address = _chunk_address(request)
     data = None if address is None else await st.run(_get_or_none, st.store, address)
     if data is None:
         st.metrics.gets.labels("miss").inc()
         raise ApiError(404, "chunk not found")
     st.metrics.gets.labels("hit").inc()
-    return web.Response(body=bytes(data), content_type="application/octet-stream")
+    return web.Response(body=bytes(data), content_type="binary/octet-stream")  # Bee's chunkGetHandler's type
 
 
 async def head_chunk(request: web.Request) -> web.Response:

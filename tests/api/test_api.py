@@ -88,7 +88,7 @@ async def test_post_cac_then_get_and_head(env):
 
     r = await client.get(f"/chunks/{addr.hex()}")
     assert r.status == 200
-    assert r.headers["Content-Type"] == "application/octet-stream"
+    assert r.headers["Content-Type"] == "binary/octet-stream"  # as Bee's chunkGetHandler sets it
     assert int(r.headers["Content-Length"]) == len(data)
     assert await r.read() == data
 
@@ -96,6 +96,22 @@ async def test_post_cac_then_get_and_head(env):
     assert r.status == 200
     r = await client.head(f"/chunks/{'00' * 32}")
     assert r.status == 404
+
+
+async def test_get_chunk_reads_swarm_cache_as_a_go_boolean(env):
+    """Bee's chunkGetHandler maps Swarm-Cache to a *bool: a value Go does not read is a 400 before the lookup."""
+    client, _store, up = env
+    addr, data, stamp = up.cac(b"cache me")
+    assert (await client.post("/chunks", data=data, headers={"Swarm-Postage-Stamp": stamp.hex()})).status == 201
+    for value in ("true", "false", "1", "F", ""):
+        r = await client.get(f"/chunks/{addr.hex()}", headers={"Swarm-Cache": value})
+        assert r.status == 200 and await r.read() == data, value
+    for value in ("maybe", "yes", "2"):
+        r = await client.get(f"/chunks/{addr.hex()}", headers={"Swarm-Cache": value})
+        assert r.status == 400, value
+        assert "swarm-cache" in (await r.text()).lower()
+        r = await client.get(f"/chunks/{'00' * 32}", headers={"Swarm-Cache": value})
+        assert r.status == 400, value  # refused before the chunk is looked up, as Bee
 
 
 async def test_v1_prefix_serves_the_same(env):
