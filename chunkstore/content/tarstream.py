@@ -154,7 +154,7 @@ class TarStream:
                     if typeflag == b"L":
                         long_name = text(data)
                     elif typeflag == b"x":
-                        pax.update(pax_records(data))
+                        pax = pax_records(data)  # Go keeps the last extended header before an entry, unmerged
                     if typeflag != b"g":
                         continue
                     global_records = pax_records(data)
@@ -173,11 +173,13 @@ class TarStream:
                 self._current = entry
                 yield entry
                 continue
-            if long_name is not None:
-                name = long_name
-            if "path" in pax:
+            # Go's mergePAX keeps the header's own value for an empty record, and a GNU long name, applied
+            # after it, wins over a PAX path.
+            if pax.get("path"):
                 name = pax["path"]
-            if "size" in pax:
+            if long_name:
+                name = long_name
+            if pax.get("size"):
                 try:
                     size = pax_decimal(pax["size"], "size")
                 except TarHeaderError as exc:

@@ -113,12 +113,36 @@ def test_tarfile_long_names_still_read() -> None:
         assert entries(io.BytesIO(buf.getvalue())) == [(name, b"long")]
 
 
-@pytest.mark.parametrize("size", ["1_0", "-1", "+", "++10", " 10", "10 ", "", "0x10", "1e1", "١٠", "9" * 20])
+@pytest.mark.parametrize("size", ["1_0", "-1", "+", "++10", " 10", "10 ", "0x10", "1e1", "١٠", "9" * 20])
 def test_pax_size_must_be_ascii_digits(size: str) -> None:
     body = pax_body(size=size)
     tar = header("PaxHeader", b"x", len(body)) + padded(body) + regular("a.txt", b"a" * 10) + bytes(2 * BLOCK)
     with pytest.raises(InvalidCollection, match=f"tar PAX header before offset {2 * BLOCK}: PAX size .* not a decimal"):
         entries(io.BytesIO(tar))
+
+
+def test_empty_pax_records_keep_the_headers_own_values() -> None:
+    """Go's mergePAX skips an empty record ("keep the original USTAR value"): the file stays, named and
+    sized by its own header. It was dropped (an empty path) or refused (an empty size)."""
+    body = pax_body(path="", size="")
+    tar = header("PaxHeader", b"x", len(body)) + padded(body) + regular("a.txt", b"a" * 10) + bytes(2 * BLOCK)
+    assert entries(io.BytesIO(tar)) == [("a.txt", b"a" * 10)]
+
+
+def test_only_the_last_pax_header_before_an_entry_applies() -> None:
+    """Go's reader replaces its PAX records at each extended header: an earlier one's path does not survive."""
+    first, second = pax_body(path="first.txt"), pax_body(mtime="1")
+    tar = (header("PaxHeader", b"x", len(first)) + padded(first) + header("PaxHeader", b"x", len(second))
+           + padded(second) + regular("own.txt", b"own") + bytes(2 * BLOCK))  # fmt: skip
+    assert entries(io.BytesIO(tar)) == [("own.txt", b"own")]
+
+
+def test_gnu_long_name_wins_over_a_pax_path() -> None:
+    """Go applies the GNU long name after merging the PAX records."""
+    body, long = pax_body(path="pax.txt"), b"gnu-long.txt\0"
+    tar = (header("PaxHeader", b"x", len(body)) + padded(body) + header("././@LongLink", b"L", len(long))
+           + padded(long) + regular("short.txt", b"x") + bytes(2 * BLOCK))  # fmt: skip
+    assert entries(io.BytesIO(tar)) == [("gnu-long.txt", b"x")]
 
 
 @pytest.mark.parametrize("size", ["0010", "+10"])  # Go's ParseInt takes a leading zero and a plus sign
