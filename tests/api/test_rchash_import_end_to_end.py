@@ -25,7 +25,7 @@ from chunkstore.swarm.soc import make_soc
 from chunkstore.transfer.batchfile import dump_batches
 from tests.api.daemonproc import Daemon
 from tests.store.helpers import OTHER_KEY, OWNER_KEY, Stamper, make_batch, signer
-from tests.transfer.helpers import Entry, entry, write_tar
+from tests.transfer.helpers import Entry, entry, in_process_budget_args, write_tar
 
 T0 = 1_750_000_000_000_000_000  # stamp times are T0 .. T0 + SPREAD
 SPREAD = 1_000_000
@@ -102,8 +102,9 @@ def imported(request, tmp_path_factory):
     write_tar(str(tmp / "export.tar"), entries, reference_quirks=True)
     (tmp / "batches.json").write_text(dump_batches(batches))
     data = tmp / "data"
+    # the budget from this process's own size: in a whole test run it has grown past the default's
     assert import_main([str(tmp / "export.tar"), "--data-dir", str(data), "--batches", str(tmp / "batches.json"),
-                        "--workers", "0"]) == 0  # fmt: skip
+                        "--workers", "0", *in_process_budget_args()]) == 0  # fmt: skip
     daemon = Daemon(data, "--min-batch-balance", str(MIN_BALANCE))
     try:
         daemon.wait_ready()
