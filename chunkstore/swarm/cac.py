@@ -21,7 +21,7 @@ def check_address(address: object) -> bytes:
         raise InvalidChunk(f"address must be bytes, not {type(address).__name__}")
     if len(address) != ADDRESS_SIZE:
         raise InvalidChunk(f"address is {len(address)} bytes; must be {ADDRESS_SIZE}")
-    return bytes(address)
+    return address if type(address) is bytes else bytes(address)  # every read checks: no copy of bytes
 
 
 def check_data_length(data: bytes | bytearray | memoryview) -> None:
