@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from chunkstore.store.layout import MAX_SHARDS
 from chunkstore.store.mapsize import parse_size
 from chunkstore.swarm.constants import (
     BLOCK_TIME,
@@ -158,6 +159,14 @@ def _radius(value: str) -> int:
     return n
 
 
+def _shards(value: str) -> int:
+    # The store refuses other counts when it opens; checked here, that is a usage error and not a traceback.
+    n = _integer(value)
+    if not 1 <= n <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"must be in 1..{MAX_SHARDS}, got {value}")
+    return n
+
+
 def _map_size(value: str) -> int:
     try:
         n = parse_size(value)
@@ -190,7 +199,7 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample"),
     ("--threads", _positive_int, "threads for blocking store calls"),
     ("--max-uploads", _positive_int, "uploads in progress at once (a thread each while its body arrives); more are a 503"),
-    ("--shards", _positive_int, "store shards for a new store (default: the store's own)"),
+    ("--shards", _shards, "store shards for a new store (default: the store's own)"),
     ("--shutdown-timeout", _non_negative_float, "seconds to drain in-flight requests on SIGTERM/SIGINT"),
     ("--log-format", str, "json (JSON lines) or kv (key=value)"),
     ("--log-level", str, "debug, info, warning or error"),

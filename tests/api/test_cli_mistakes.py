@@ -250,3 +250,13 @@ def test_serve_env_value_that_is_not_a_number_is_named(capsys):
     with pytest.raises(SystemExit):
         parse_config(["--data-dir", "d"], env={"CHUNKSTORE_PORT": "eighty"})
     assert "'eighty' is not a decimal integer" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_shard_count_the_store_cannot_open(tmp_path, capsys):
+    """`serve --shards 300` passed the flag's parser and then died in the store's open with a ValueError
+    traceback (exit 1); import's --shards already refused it. Now it is a usage error, before any file is made."""
+    data_dir = tmp_path / "store"
+    assert main(["serve", "--data-dir", str(data_dir), "--port", "0", "--shards", "300"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--shards: must be in 1..256, got 300" in err, err
+    assert not data_dir.exists()
