@@ -144,7 +144,8 @@ async def get_buckets(request: web.Request) -> web.Response:
 async def patch_label(request: web.Request) -> web.Response:
     st = state_of(request)
     require_admin(request, st.config.admin_token)
-    batch, issuer = await _owned(st, _batch_id(request))
+    batch_id = _batch_id(request)
+    await _owned(st, batch_id)
     try:
         body = parse_json(await request.read())
     except ValueError:
@@ -152,10 +153,19 @@ async def patch_label(request: web.Request) -> web.Response:
     label = body.get("label") if isinstance(body, dict) else None
     if not isinstance(label, str) or not label.strip():
         raise ApiError(400, "label is required")
-    amount = batch.value if issuer is None else issuer.amount
-    block = batch.start if issuer is None else issuer.block_number
-    await st.run(st.store.issuers.register, batch.id, label=label, amount=amount, block_number=block)
+    await st.run(_relabel, st, batch_id, label)
     return json_response(None)
+
+
+def _relabel(st: AppState, batch_id: bytes, label: str) -> None:
+    with st.batch_changes:  # the amount kept is the one of now, not of before the body arrived
+        found = _node_batch(st.store, st.signer.address, batch_id)
+        if found is None:
+            raise ApiError(404, "issuer does not exist")
+        batch, issuer = found
+        amount = batch.value if issuer is None else issuer.amount
+        block = batch.start if issuer is None else issuer.block_number
+        st.store.issuers.register(batch.id, label=label, amount=amount, block_number=block)
 
 
 # ---------------------------------------------------------------- dev mode
@@ -224,6 +234,11 @@ async def create_stamp(request: web.Request) -> web.Response:
 
 
 def _topup(st: AppState, batch_id: bytes, amount: int) -> None:
+    with st.batch_changes:
+        _topup_locked(st, batch_id, amount)
+
+
+def _topup_locked(st: AppState, batch_id: bytes, amount: int) -> None:
     store = st.store
     found = _node_batch(store, st.signer.address, batch_id)
     if found is None:
@@ -239,6 +254,11 @@ def _topup(st: AppState, batch_id: bytes, amount: int) -> None:
 
 
 def _dilute(st: AppState, batch_id: bytes, depth: int) -> None:
+    with st.batch_changes:
+        _dilute_locked(st, batch_id, depth)
+
+
+def _dilute_locked(st: AppState, batch_id: bytes, depth: int) -> None:
     store = st.store
     found = _node_batch(store, st.signer.address, batch_id)
     if found is None:

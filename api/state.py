@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,9 @@ class AppState:
     upload_observers: list[UploadObserver] = field(default_factory=list)
     feed_resolver: FeedResolver | None = None  # GET /bzz of a feed manifest: 501 until set
     batch_entries: BatchEntriesCache = field(default_factory=BatchEntriesCache)  # /chunkstore/status's counts
+    # Held (in the thread pool) around each read-modify-write of a node batch's record or issuer (top-up,
+    # dilution, label): two at once would each start from the same old record and one change would be lost.
+    batch_changes: threading.Lock = field(default_factory=threading.Lock)
     streams: set[web.WebSocketResponse] = field(default_factory=set)  # open WebSockets: chunk streams, PSS
     # PSS subscribers by topic (api.routes_pss): a message sent here is delivered to them
     pss_topics: dict[bytes, set[web.WebSocketResponse]] = field(default_factory=dict)

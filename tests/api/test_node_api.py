@@ -181,6 +181,45 @@ async def test_dev_mode_dilute_that_would_expire_the_batch_is_refused(dev):
     assert (await (await dev.get(f"/batches/{batch_id}")).json())["value"] == str(1000 + 1)
 
 
+async def test_concurrent_top_ups_dilutions_and_labels_lose_no_change(dev, monkeypatch):
+    """20 top-ups at once each answered 202, and the batch came out with 12 of them (a sweep with curl): each
+    read the old record, then wrote it back with its own amount. Bee lets one on-chain operation run at a time
+    (``postageAccessHandler``), so none is lost there; here they are run one after another."""
+    import asyncio
+    import time
+
+    import api.routes_stamps as routes_stamps
+
+    real = routes_stamps._node_batch
+
+    def slow_read(*args):  # widen the window between reading the record and writing it back
+        found = real(*args)
+        time.sleep(0.02)
+        return found
+
+    monkeypatch.setattr(routes_stamps, "_node_batch", slow_read)
+    batch_id = (await (await dev.post("/stamps/500000000/20")).json())["batchID"]
+    answers = await asyncio.gather(
+        *[dev.patch(f"/stamps/topup/{batch_id}/1000") for _ in range(8)],
+        dev.patch(f"/stamps/{batch_id}", json={"label": "renamed"}),
+        *[dev.patch(f"/stamps/topup/{batch_id}/1000") for _ in range(8)],
+    )
+    assert [r.status for r in answers] == [202] * 8 + [200] + [202] * 8
+    stamp = await (await dev.get(f"/stamps/{batch_id}")).json()
+    assert (stamp["amount"], stamp["label"]) == (str(500_000_000 + 16_000), "renamed")
+    batch = await (await dev.get(f"/batches/{batch_id}")).json()
+    assert batch["value"] == str(1000 + 500_000_000 + 16_000)
+    # a dilution and top-ups at once: the top-ups land before or after the halving, none is dropped
+    answers = await asyncio.gather(*[dev.patch(f"/stamps/topup/{batch_id}/1000") for _ in range(4)],
+                                   dev.patch(f"/stamps/dilute/{batch_id}/21"))
+    assert [r.status for r in answers] == [202] * 5
+    stamp = await (await dev.get(f"/stamps/{batch_id}")).json()
+    assert stamp["amount"] == str(500_000_000 + 20_000) and stamp["depth"] == 21
+    value = int((await (await dev.get(f"/batches/{batch_id}")).json())["value"]) - 1000
+    before = 500_000_000 + 16_000
+    assert value in {(before + 1000 * k) // 2 + 1000 * (4 - k) for k in range(5)}, value
+
+
 def test_node_key_file_rules(tmp_path):
     signer = load_node_key(tmp_path)
     key_file = tmp_path / "node.key"
