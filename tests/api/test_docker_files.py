@@ -240,3 +240,21 @@ def test_dockerfile():
 @pytest.mark.parametrize("name", ["compose.yaml", "prometheus.yml"])
 def test_yaml_files_have_no_tabs(name):
     assert "\t" not in (DOCKER / name).read_text()
+
+
+def _ignore_patterns(path: Path) -> list[str]:
+    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_every_builder_sends_the_same_small_context():
+    """The legacy builder (Debian's docker.io has no buildx) reads only the context's own .dockerignore,
+    not docker/Dockerfile.dockerignore: without one at the root it sent the whole checkout, 507 MB with
+    .venv and data/ (node.key and demo-owner.key included), to the daemon. Both files list the same
+    patterns: everything is left out but what the Dockerfile copies."""
+    root = _ignore_patterns(ROOT / ".dockerignore")
+    assert root == _ignore_patterns(DOCKER / "Dockerfile.dockerignore")
+    assert root[0] == "**"
+    text = (DOCKER / "Dockerfile").read_text()
+    for src in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+        for part in src.split():
+            assert f"!{part}" in root or f"!{part}/**" in root, f"COPY source {part} is ignored"
