@@ -40,6 +40,7 @@ from chunkstore.store.errors import StoreFormatError, StoreWriteFailed
 from chunkstore.swarm.bzz import MimeTable
 from chunkstore.swarm.signer import Signer
 from chunkstore.transfer.holdlock import hold
+from chunkstore.transfer.importer import remove_abandoned_staging
 
 from .app import make_app
 from .config import Config
@@ -293,6 +294,8 @@ def run(config: Config) -> int:
     except (OSError, StoreWriteFailed) as exc:  # StoreWriteFailed: no space even for the open-time writes
         log.error("cannot open store", extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}})
         return 1
+    for path in remove_abandoned_staging(str(config.data_dir)):  # before the space probe: it frees space
+        log.warning("removed the staging area a killed import left", extra={"fields": {"path": path}})
     refusal = store.probe_space()
     if refusal is not None:  # /readiness says notReady, with this reason, until there is room again
         log.warning("writes refused at start", extra={"fields": {"reason": refusal.reason, "error": refusal.message}})

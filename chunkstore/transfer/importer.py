@@ -405,9 +405,7 @@ def _staging(store_path: str, directory: str | None) -> Iterator[str]:
     made_store_dir = not os.path.exists(store_path)
     base = directory or os.path.join(store_path, STAGING)
     os.makedirs(base, exist_ok=True)
-    for entry in os.listdir(base):
-        if entry.startswith("import-") and _abandoned_staging(os.path.join(base, entry), entry):
-            shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
+    _remove_abandoned(base)
     path = os.path.join(base, f"import-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.makedirs(path)
     lock = os.open(os.path.join(path, STAGING_LOCK), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -422,6 +420,32 @@ def _staging(store_path: str, directory: str | None) -> Iterator[str]:
         if made_store_dir:
             with contextlib.suppress(OSError):
                 os.rmdir(store_path)  # only if the import failed before creating the store
+
+
+def remove_abandoned_staging(store_path: str) -> list[str]:
+    """Remove the staging directories that killed imports left in the store directory; returns them.
+
+    The daemon calls this when it starts: a killed import's staging area can
+    be as large as the import, and until the next import removed it, it held
+    that much of the disk the store writes to (a full disk with nothing to show why).
+    """
+    base = os.path.join(store_path, STAGING)
+    if not os.path.isdir(base):
+        return []
+    removed = _remove_abandoned(base)
+    with contextlib.suppress(OSError):
+        os.rmdir(base)  # only if no import is staging there
+    return removed
+
+
+def _remove_abandoned(base: str) -> list[str]:
+    removed = []
+    for entry in os.listdir(base):
+        path = os.path.join(base, entry)
+        if entry.startswith("import-") and _abandoned_staging(path, entry):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _abandoned_staging(path: str, name: str) -> bool:

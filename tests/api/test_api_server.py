@@ -361,3 +361,27 @@ def test_sighup_stops_the_daemon_gracefully(tmp_path, daemons):
     assert any(r.get("msg") == "shutting down" and r.get("signal") == "SIGHUP" for r in d.logs), d.logs
     with ReserveStore(tmp_path / "d"):  # closed cleanly: opens again
         pass
+
+
+def test_the_daemon_removes_a_killed_imports_staging_area_at_start(tmp_path, daemons):
+    """A sweep SIGKILLed ``chunkstore import`` while it staged and started the daemon: the staging area (the
+    size of the import, 415 MiB there) stayed in the data dir, held that much of the store's disk, and only a
+    next import would have removed it. An import still running keeps its own."""
+    from chunkstore.transfer.importer import STAGING, STAGING_LOCK
+    from tests.transfer.test_holdlock import _holder, _leftover_staging
+
+    data = tmp_path / "d"
+    killed = _leftover_staging(data, "import-1-deadbeef")
+    live = _leftover_staging(data, "import-2-cafecafe")
+    holder = _holder(live / STAGING_LOCK)
+    try:
+        d = daemons(data).start()
+        assert not killed.exists() and live.exists()
+        assert any(r.get("msg") == "removed the staging area a killed import left" and r.get("path") == str(killed)
+                   for r in d.logs), d.logs
+        d.stop()
+    finally:
+        holder.kill()
+        holder.wait()
+    daemons(data).start().stop()  # the live one's import is gone now: its area goes, and the empty base with it
+    assert not (data / STAGING).exists()
