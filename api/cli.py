@@ -43,6 +43,11 @@ def serve_main(argv: list[str]) -> int:
         config = parse_config(argv)  # skips a leading "serve" itself
     except SystemExit as exc:  # argparse: 2 on bad flags, 0 for --help
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    from .logs import setup_logging
+
+    # Before the daemon's stack is imported: what its imports log (the numba cache being unavailable on a
+    # read-only install) is then a log line of the chosen format, not a bare message on stderr.
+    setup_logging(config.log_format, config.log_level)
     from .server import run  # the daemon's stack (aiohttp, the store, the kernels): not for --help or a bad flag
 
     return run(config)

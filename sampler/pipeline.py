@@ -59,6 +59,7 @@ from typing import Any, cast
 import numpy as np
 
 from chunkstore.store.layout import neighbourhood_range
+from chunkstore.swarm import workerlog
 from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import SAMPLE_SIZE, SOC_HEADER_SIZE, ChunkType
 from chunkstore.swarm.errors import SwarmError
@@ -163,7 +164,9 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     except ValueError:
         return multiprocessing.get_context("spawn")
     # With the accelerated backend the fork server also compiles the direct scan once.
-    ctx.set_forkserver_preload(["sampler.worker", "sampler.columns", "sampler.fileorder"] if hashing.accelerated() else ["sampler.worker"])
+    # workerlog first: the server's own logging is set up before the kernels' imports can log.
+    kernels = ["sampler.worker", "sampler.columns", "sampler.fileorder"] if hashing.accelerated() else ["sampler.worker"]
+    ctx.set_forkserver_preload([workerlog.__name__, *kernels])
     _start_fork_server()
     return ctx
 
@@ -176,19 +179,26 @@ def _start_fork_server() -> None:
     directory: a ``sampler`` or ``chunkstore`` directory there (a checkout of
     another version, say) would be the code the workers run, not the
     daemon's. ``PYTHONSAFEPATH`` keeps that directory off the server's path;
-    it is set only while the server starts.
+    it is set only while the server starts, as is ``workerlog.ENV``, this
+    process's log format for the server and its workers.
     """
     from multiprocessing import forkserver
 
-    saved = os.environ.get("PYTHONSAFEPATH")
-    os.environ["PYTHONSAFEPATH"] = "1"
+    temporary = {"PYTHONSAFEPATH": "1", workerlog.ENV: workerlog.describe()}
+    saved = {name: os.environ.get(name) for name in temporary}
+    for name, value in temporary.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         forkserver.ensure_running()
     finally:
-        if saved is None:
-            del os.environ["PYTHONSAFEPATH"]
-        else:
-            os.environ["PYTHONSAFEPATH"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 _POOL = _PoolHolder()
