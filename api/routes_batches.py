@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import lmdb
 from aiohttp import web
 
 from chunkstore.reserve import ChainState, ReserveStore, batch_ttl
@@ -113,21 +114,23 @@ def _get_batch(store: ReserveStore, batch_id: bytes) -> Batch | None:
     return store.batches.find(batch_id)
 
 
-def _upsert(store: ReserveStore, batch: Batch) -> bool:
-    """Add or replace; True when the batch is new."""
+def _upsert(store: ReserveStore, batch: Batch, issuer_label: str | None) -> bool:
+    """Add or replace; True when the batch is new. With ``issuer_label`` (a batch the node stamps for) its
+    issuer record is written in the same commit: label, amount and block, keeping any positions handed out."""
+
+    def issuer(txn: lmdb.Transaction) -> None:
+        if issuer_label is None:
+            return
+        old = store.issuers.info_in(txn, batch.id)
+        amount = batch.value if old is None else old.amount
+        store.issuers.register_in(txn, batch.id, label=issuer_label or ("" if old is None else old.label),
+                                  amount=amount, block_number=batch.start)
+
     if _get_batch(store, batch.id) is None:
-        store.batches.add(batch)
+        store.batches.add(batch, also=issuer)
         return True
-    store.batches.update(batch)
+    store.batches.update(batch, also=issuer)
     return False
-
-
-def _register_issuer(store: ReserveStore, batch: Batch, label: str) -> None:
-    """Give a node-owned batch its issuer record (label, amount, block), keeping any positions handed out."""
-    old = store.issuers.info(batch.id)
-    amount = batch.value if old is None else old.amount
-    store.issuers.register(batch.id, label=label or ("" if old is None else old.label), amount=amount,
-                           block_number=batch.start)
 
 
 def _remove(store: ReserveStore, batch_id: bytes) -> bool:
@@ -174,9 +177,8 @@ async def post_batch(request: web.Request) -> web.Response:
         fields["owner"] = st.signer.address
     try:
         batch = Batch(**fields)
-        created = await st.run(_upsert, st.store, batch)
-        if batch.owner == st.signer.address:  # the node stamps for it: give it an issuer
-            await st.run(_register_issuer, st.store, batch, label)
+        # The node stamps for a batch it owns: that one gets an issuer.
+        created = await st.run(_upsert, st.store, batch, label if batch.owner == st.signer.address else None)
         chain = await st.run(current, st.store)
     except StoreWriteFailed:
         raise  # the node's trouble, not the batch's: the error middleware answers 507/500

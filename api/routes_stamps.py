@@ -211,8 +211,8 @@ def _create(st: AppState, amount: int, depth: int, immutable: bool, label: str) 
         raise ApiError(400, f"out of funds: the batch costs {cost} PLUR, the dev wallet holds {DEV_BALANCE}")
     batch_id = keccak256(st.signer.address, os.urandom(32))
     batch = Batch(batch_id, st.signer.address, depth, NETWORK_BUCKET_DEPTH, immutable, chain.total_amount + amount, chain.block)
-    store.batches.add(batch)
-    store.issuers.register(batch_id, label=label, amount=amount, block_number=chain.block)
+    store.batches.add(batch, also=lambda txn: store.issuers.register_in(txn, batch_id, label=label, amount=amount,
+                                                                         block_number=chain.block))
     return batch
 
 
@@ -246,11 +246,13 @@ def _topup_locked(st: AppState, batch_id: bytes, amount: int) -> None:
     batch, issuer = found
     if amount << batch.depth > DEV_BALANCE:
         raise ApiError(402, "out of funds")
-    store.batches.update(Batch(batch.id, batch.owner, batch.depth, batch.bucket_depth, batch.immutable,
-                               batch.value + amount, batch.start))
     paid = (batch.value if issuer is None else issuer.amount) + amount
-    store.issuers.register(batch.id, label="" if issuer is None else issuer.label, amount=paid,
-                           block_number=batch.start if issuer is None else issuer.block_number)
+    # One commit for both: the batch's value and the amount paid move together or not at all.
+    store.batches.update(Batch(batch.id, batch.owner, batch.depth, batch.bucket_depth, batch.immutable,
+                               batch.value + amount, batch.start),
+                         also=lambda txn: store.issuers.register_in(
+                             txn, batch.id, label="" if issuer is None else issuer.label, amount=paid,
+                             block_number=batch.start if issuer is None else issuer.block_number))
 
 
 def _dilute(st: AppState, batch_id: bytes, depth: int) -> None:

@@ -31,6 +31,7 @@ _REMOVING = 1
 _FIXED = 1 + 1 + ETH_ADDRESS_SIZE + 1 + 1 + 1 + 8  # version, state, owner, depth, bucket depth, immutable, start
 
 ShouldStop = Callable[[], bool]
+AlsoWrite = Callable[[lmdb.Transaction], object]  # more writes in a batch change's own transaction
 
 
 @dataclass(frozen=True)
@@ -193,19 +194,22 @@ class BatchStore:
 
     # Changes.
 
-    def add(self, batch: Batch) -> None:
-        """Store a new batch; ``BatchExists`` if the id is taken."""
+    def add(self, batch: Batch, *, also: AlsoWrite | None = None) -> None:
+        """Store a new batch; ``BatchExists`` if the id is taken. ``also`` writes what goes with the batch
+        (its issuer) in the same transaction: both commit, or an exception from it leaves neither."""
         self._check_writable()
         batch.validate()
         with self._write_lock(), self._env.begin(write=True) as txn:
             if txn.get(batch.id, db=self._db) is not None:
                 raise BatchExists(f"batch {batch.id.hex()} already exists")
             txn.put(batch.id, encode_batch(batch), db=self._db)
+            if also is not None:
+                also(txn)
         if self._changed is not None:
             self._changed()
 
-    def update(self, batch: Batch) -> None:
-        """Replace a batch's record (top-up, dilution), as ``update_problem`` allows."""
+    def update(self, batch: Batch, *, also: AlsoWrite | None = None) -> None:
+        """Replace a batch's record (top-up, dilution), as ``update_problem`` allows; ``also`` as for ``add``."""
         self._check_writable()
         batch.validate()
         with self._write_lock(), self._env.begin(write=True) as txn:
@@ -217,6 +221,8 @@ class BatchStore:
             if problem is not None:
                 raise InvalidBatch(f"batch {batch.id.hex()}: {problem}")
             txn.put(batch.id, encode_batch(batch), db=self._db)
+            if also is not None:
+                also(txn)
         if self._changed is not None:
             self._changed()
 

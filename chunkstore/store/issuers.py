@@ -111,6 +111,12 @@ class IssuerStore:
         with self._env.begin() as txn:
             return self._info(txn, bytes(batch_id))
 
+    def info_in(self, txn: lmdb.Transaction, batch_id: bytes) -> IssuerInfo | None:
+        """``info`` as ``txn`` (a transaction of the meta env, e.g. the one ``register_in`` writes in) sees it."""
+        if self._db is None or len(batch_id) != BATCH_ID_SIZE:
+            return None
+        return self._info(txn, bytes(batch_id))
+
     def _info(self, txn: lmdb.Transaction, batch_id: bytes) -> IssuerInfo | None:
         raw = txn.get(batch_id, db=self._db)
         if raw is None:
@@ -157,16 +163,24 @@ class IssuerStore:
         Counts are kept: a re-registration (a top-up, a label change) never
         hands out positions again.
         """
+        with self._write_lock(), self._env.begin(write=True) as txn:
+            return self.register_in(txn, batch_id, label=label, amount=amount, block_number=block_number)
+
+    def register_in(
+        self, txn: lmdb.Transaction, batch_id: bytes, *, label: str = "", amount: int = 0, block_number: int = 0
+    ) -> IssuerInfo:
+        """``register`` inside the caller's write transaction of the meta env, under the writer lock it holds:
+        a batch change and its issuer's record then commit together or not at all (``BatchStore.update``'s
+        ``also``), so a crash between two commits cannot leave the batch's value and the amount paid apart."""
         self._check_writable()
         batch_id = bytes(batch_id)
         if len(batch_id) != BATCH_ID_SIZE:
             raise ValueError(f"batch id is {len(batch_id)} bytes; must be {BATCH_ID_SIZE}")
         assert self._db is not None  # a writable open creates the database
-        with self._write_lock(), self._env.begin(write=True) as txn:
-            old = self._info(txn, batch_id)
-            created = self._clock() if old is None else old.created_ns
-            txn.put(batch_id, _record(label, amount, block_number, created), db=self._db)
-            info = self._info(txn, batch_id)
+        old = self._info(txn, batch_id)
+        created = self._clock() if old is None else old.created_ns
+        txn.put(batch_id, _record(label, amount, block_number, created), db=self._db)
+        info = self._info(txn, batch_id)
         assert info is not None
         return info
 

@@ -220,6 +220,51 @@ async def test_concurrent_top_ups_dilutions_and_labels_lose_no_change(dev, monke
     assert value in {(before + 1000 * k) // 2 + 1000 * (4 - k) for k in range(5)}, value
 
 
+class _Killed(Exception):
+    """Stands in for a crash between a batch's commit and its issuer's."""
+
+
+def _fail_issuer_writes(monkeypatch):
+    import chunkstore.store.issuers as issuers
+
+    def killed(*args):
+        raise _Killed
+
+    monkeypatch.setattr(issuers, "_record", killed)
+    return monkeypatch.undo
+
+
+async def test_a_batch_change_and_its_issuer_commit_together(dev, monkeypatch):
+    """A top-up wrote the batch's new value in one commit and the amount paid in another (a crash sweep): a
+    SIGKILL between the two left ``GET /batches`` value and ``GET /stamps`` amount apart for good. Buying a
+    batch, and an admin's ``POST /batches`` for a node batch, were two commits the same way. Each is one
+    transaction of the meta env now: a failure of the issuer's write leaves the batch as it was."""
+    batch_id = (await (await dev.post("/stamps/500000000/20", params={"label": "kept"})).json())["batchID"]
+    undo = _fail_issuer_writes(monkeypatch)
+    r = await dev.patch(f"/stamps/topup/{batch_id}/1000")
+    assert r.status == 500
+    bought = await dev.post("/stamps/600000000/20")
+    assert bought.status == 500
+    admin = await dev.post("/batches", json={"batchID": "ab" * 32, "depth": 20, "bucketDepth": 16, "immutable": False,
+                                              "value": "700000000", "start": 0})
+    assert admin.status == 500
+    undo()
+    stamp = await (await dev.get(f"/stamps/{batch_id}")).json()
+    assert (stamp["amount"], stamp["label"]) == ("500000000", "kept")
+    assert (await (await dev.get(f"/batches/{batch_id}")).json())["value"] == str(1000 + 500_000_000)
+    assert [b["batchID"] for b in (await (await dev.get("/batches")).json())["batches"]] == [batch_id]
+    assert [s["batchID"] for s in (await (await dev.get("/stamps")).json())["stamps"]] == [batch_id]
+    # and when nothing fails, both move
+    r = await dev.patch(f"/stamps/topup/{batch_id}/1000")
+    assert r.status == 202
+    assert (await (await dev.get(f"/stamps/{batch_id}")).json())["amount"] == "500001000"
+    assert (await (await dev.get(f"/batches/{batch_id}")).json())["value"] == str(1000 + 500_001_000)
+    r = await dev.post("/batches", json={"batchID": "ab" * 32, "depth": 20, "bucketDepth": 16, "immutable": False,
+                                         "value": "700000000", "start": 0, "label": "admin"})
+    assert r.status == 201, await r.text()
+    assert (await (await dev.get(f"/stamps/{'ab' * 32}")).json())["label"] == "admin"
+
+
 def test_node_key_file_rules(tmp_path):
     signer = load_node_key(tmp_path)
     key_file = tmp_path / "node.key"

@@ -41,6 +41,37 @@ def test_add_get_list_update(store):
         store.batches.remove(make_batch(3).id)
 
 
+def test_also_writes_in_the_batch_changes_own_transaction(store):
+    """``add``/``update`` with ``also``: the issuer record commits with the batch, and a failure in it leaves
+    neither (the batch's value and the amount paid for it cannot come apart)."""
+    b = make_batch(1)
+
+    def boom(txn):
+        store.issuers.register_in(txn, b.id, label="x", amount=1)
+        raise RuntimeError("between the two writes")
+
+    with pytest.raises(RuntimeError):
+        store.batches.add(b, also=boom)
+    assert store.batches.find(b.id) is None and store.issuers.info(b.id) is None
+    store.batches.add(b, also=lambda txn: store.issuers.register_in(txn, b.id, label="x", amount=b.value))
+    assert store.issuers.info(b.id).amount == b.value
+    topped = dataclasses.replace(b, value=b.value + 5)
+
+    def boom_update(txn):
+        store.issuers.register_in(txn, b.id, label="x", amount=topped.value)
+        raise RuntimeError("between the two writes")
+
+    with pytest.raises(RuntimeError):
+        store.batches.update(topped, also=boom_update)
+    assert store.batches.get(b.id) == b and store.issuers.info(b.id).amount == b.value
+    store.batches.update(topped, also=lambda txn: store.issuers.register_in(txn, b.id, label="y", amount=topped.value))
+    assert store.batches.get(b.id) == topped
+    info = store.issuers.info(b.id)
+    assert (info.amount, info.label) == (topped.value, "y")
+    with store._meta.env.begin() as txn:
+        assert store.issuers.info_in(txn, b.id) == info
+
+
 @pytest.mark.parametrize(
     "change, match",
     [
