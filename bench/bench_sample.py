@@ -530,7 +530,11 @@ def main() -> int:
         data_bytes, index = sum(f.stat().st_size for f in files), index_pages(store)
         disks: list[DiskRates] = []
         with MemoryPoller(args.poll_ms / 1000.0) as poller:
-            reserve_sample(store, anchor, 0, consensus, workers=args.workers)  # the page cache holds the store now
+            # Warm means the page cache holds the data files. A cached store last sampled cold (its heads read
+            # around the page cache) does not, and a first sample would find it cold and leave it so: with
+            # --cold 0, every "warm" sample read the disk.
+            fill_page_cache(path)
+            reserve_sample(store, anchor, 0, consensus, workers=args.workers)
             for i in range(max(args.repeat, args.cold)):
                 if i < args.cold:
                     drop_page_cache(path)
