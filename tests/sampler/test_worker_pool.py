@@ -42,3 +42,23 @@ def test_a_sampler_package_in_the_working_directory_is_not_what_the_workers_run(
     done = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == sampler.worker.__file__
+
+
+def test_start_workers_starts_the_pool_a_sample_then_uses(tmp_path) -> None:
+    """``start_workers`` starts the processes the next sample runs in (none more start for it), sized as the
+    sample sizes its pool: ``workers`` at most one a shard, 0 for none."""
+    from chunkstore.reserve import ReserveStore
+    from sampler.pipeline import _POOL, pool_size, start_workers
+
+    with ReserveStore(str(tmp_path / "s"), 2) as store:
+        assert pool_size(store, 8) == 2 and pool_size(store, 1) == 1 and pool_size(store, 0) == 0
+        assert start_workers(store, 0) == 0
+        assert start_workers(store, 8) == 2
+        pool = _POOL.get(2)
+        before = set(pool._processes)  # the executor's own record of the processes it started
+        assert len(before) == 2
+        try:
+            sampler.reserve_sample(store, b"\x00", 0, 0, workers=8)
+        except sampler.InsufficientSample:
+            pass  # an empty store: the sample still ran its phase 1 in the pool
+        assert _POOL.get(2) is pool and set(pool._processes) == before
