@@ -48,6 +48,10 @@ def serve_main(argv: list[str]) -> int:
     # Before the daemon's stack is imported: what its imports log (the numba cache being unavailable on a
     # read-only install) is then a log line of the chosen format, not a bare message on stderr.
     setup_logging(config.log_format, config.log_level)
+    from chunkstore.swarm.bmt import loading
+
+    # Listen at once: the kernels load (on a fresh install: compile, 14-25 s) while the reference serves.
+    loading.load_in_background()
     from .server import run  # the daemon's stack (aiohttp, the store, the kernels): not for --help or a bad flag
 
     return run(config)

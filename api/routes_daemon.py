@@ -71,7 +71,10 @@ def log_hash_backend() -> None:
     """Say at start-up which hashing backend serves, loudly when it is the slow reference."""
     info = hashing.backend_info()
     fields = {"fields": {"hash_backend": info.name, "reason": info.reason}}
-    if info.accelerated:
+    if not hashing.settled():  # the backend logs the outcome when the load ends
+        log.info("hashing backend: the numba kernels load in the background, the pysha3 reference serves until "
+                 "then", extra=fields)
+    elif info.accelerated:
         log.info("hashing backend", extra=fields)
     else:
         log.warning("hashing backend is the pysha3 reference, about 9x slower than numba", extra=fields)

@@ -53,6 +53,7 @@ from aiohttp import web
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.reserve.neighborhoods import neighborhoods
+from chunkstore.swarm.bmt import backend as hashing
 from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
@@ -77,6 +78,10 @@ async def readiness(request: web.Request) -> web.Response:
     if not st.ready:
         body["status"] = "notReady"
         body["reason"] = "starting up (a --demo fill is running)"
+        return json_response(body, status=400)
+    if not hashing.settled():
+        body["status"] = "notReady"
+        body["reason"] = "starting up (the hashing kernels are loading; the slower reference serves meanwhile)"
         return json_response(body, status=400)
     refusal = await st.run(st.store.write_refusal)  # statvfs when refused: off the loop
     if refusal is not None:

@@ -163,6 +163,7 @@ def _mp_context() -> multiprocessing.context.BaseContext:
         ctx = multiprocessing.get_context("forkserver")
     except ValueError:
         return multiprocessing.get_context("spawn")
+    hashing.wait_settled()  # the preloads follow the backend this process keeps
     # With the accelerated backend the fork server also compiles the direct scan once.
     # workerlog first: the server's own logging is set up before the kernels' imports can log.
     kernels = ["sampler.worker", "sampler.columns", "sampler.fileorder"] if hashing.accelerated() else ["sampler.worker"]
@@ -633,6 +634,9 @@ def reserve_sample(
     the total to expect.
     """
     _check_arguments(anchor, depth, consensus_time, k)
+    # Which path the scans take follows the backend: while a daemon's kernels still load, the sample
+    # waits for them rather than hash a reserve on the reference (not timed: it is start-up).
+    hashing.wait_settled()
     t0 = time.perf_counter()
     scope = sample_scope(store, anchor, depth)
     excluded = below_balance_batches(store.batches, min_batch_balance)

@@ -420,3 +420,23 @@ def test_the_daemon_starts_its_sampler_workers_before_the_first_sample(tmp_path,
     assert not any(r.get("msg") == "sampler workers started" for r in dev.logs)
     assert not [p for p in _children(dev.proc.pid) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
     dev.stop()
+
+
+def test_the_daemon_listens_before_its_hashing_kernels_are_loaded(tmp_path, daemons):
+    """The kernels load in the background (on a fresh install they compile for 14-25 s, before which the
+    daemon did not listen); ``/readiness`` waits for them, and the first sample runs on them."""
+    d = daemons(tmp_path / "d", "--workers", "1").start()
+    msgs = [r.get("msg") for r in d.logs]
+    loading = "hashing backend: the numba kernels load in the background, the pysha3 reference serves until then"
+    assert loading in msgs and msgs.index(loading) < msgs.index("listening"), msgs
+    deadline = time.monotonic() + 120
+    while not any(r.get("msg") == "hashing backend loaded: numba" for r in d.logs):
+        assert time.monotonic() < deadline, d.logs
+        time.sleep(0.05)
+    import urllib.request
+
+    with urllib.request.urlopen(d.url("/readiness"), timeout=10) as r:
+        assert r.status == 200
+    with urllib.request.urlopen(d.url("/chunkstore/status"), timeout=10) as r:
+        assert json.loads(r.read())["hashBackend"] == {"name": "numba", "accelerated": True, "reason": None}
+    d.stop()

@@ -508,3 +508,34 @@ def test_chunks_in_pieces_after_a_demotion_hash_by_the_reference(monkeypatch) ->
     hashing.transformed_addresses_at(head_at, head_len, tail_at, tail_len, addrs, is_soc, b"anchor", out)
     assert [out[i].tobytes() for i in range(2)] == [reference(d, b"anchor", a) for d, a in rows]
     del keep
+
+
+LOAD_IN_BACKGROUND = """
+import os
+from chunkstore.swarm.bmt import loading
+assert loading.load_in_background()
+from chunkstore.swarm.bmt import backend as hashing
+from chunkstore.swarm.bmt import reference as bmt
+assert not loading.load_in_background()  # too late now: the backend is chosen
+data = bytes(8) + os.urandom(3000)
+at_import = hashing.backend_info()
+# Right after the import the reference stands in (unless a cached load beat these lines); either way the
+# answers are the reference's.
+assert (at_import.name, at_import.reason) == ("pysha3", hashing.LOADING) or hashing.settled(), at_import
+assert hashing.chunk_hash(data, b"pre") == bmt.chunk_hash(data, b"pre")
+assert hashing.wait_settled(300)
+info = hashing.backend_info()
+print("SETTLED=" + info.name, info.accelerated, info.reason)
+assert hashing.chunk_hash(data, b"pre") == bmt.chunk_hash(data, b"pre")
+"""
+
+
+def test_a_daemon_loads_the_kernels_in_the_background_and_switches_to_them():
+    """``serve`` listened only once the kernels were compiled: 14-25 s on a fresh install on two busy cores,
+    a daemon that did not answer ``/health`` meanwhile. A process that asks for it before importing the
+    backend now gets the reference at once and the kernels when they pass their self-test."""
+    out = run_python(LOAD_IN_BACKGROUND)
+    assert "SETTLED=numba True None" in out, out
+    forced = run_python(LOAD_IN_BACKGROUND.replace("hashing.LOADING) or hashing.settled()", "hashing.LOADING) or True"),
+                        CHUNKSTORE_HASH_BACKEND="pysha3")
+    assert "SETTLED=pysha3 False forced by" in forced, forced  # forced: no load at all, settled at import

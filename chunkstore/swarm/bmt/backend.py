@@ -5,7 +5,9 @@ over uint64 lanes, without the GIL; ``pysha3`` loops over :mod:`.reference`,
 the implementation the fast path is tested against. Both give byte-identical
 results, so callers never branch on :data:`BACKEND`.
 
-Selection happens once, at import:
+Selection happens once, at import (or, in a process that asked for it with
+:func:`.loading.load_in_background`, in a thread started at import, the
+reference serving meanwhile; :func:`wait_settled` waits for the choice):
 
 * ``CHUNKSTORE_HASH_BACKEND=pysha3`` forces the fallback (numba is then not
   even imported);
@@ -49,6 +51,7 @@ import numpy as np
 from ..constants import HASH_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE
 from ..errors import InvalidChunk
 from ..keccak import keccak256
+from . import loading as _loading
 from . import reference as _reference
 
 if TYPE_CHECKING:
@@ -65,6 +68,8 @@ __all__ = [
     "backend_info",
     "chunk_seconds",
     "demote",
+    "settled",
+    "wait_settled",
     "transformed_addresses",
     "transformed_addresses_at",
     "hashes_in_place",
@@ -268,7 +273,45 @@ def _numba_chunk_hash(kn: ModuleType, data: bytes, prefix: bytes, wide: bool | N
     return cast(bytes, out[0].tobytes())
 
 
-BACKEND, _kn, _reason = _select_backend()
+LOADING = "the numba kernels are loading in the background"  # the reason while the reference stands in
+_settled = threading.Event()  # set once the backend is chosen for good
+
+
+def _start() -> tuple[str, ModuleType | None, str | None]:
+    if _loading.in_background() and os.environ.get(ENV_VAR, "").strip().lower() != "pysha3":
+        threading.Thread(target=_load_in_background, name="hash-backend-load", daemon=True).start()
+        return "pysha3", None, LOADING
+    chosen = _select_backend()
+    _settled.set()
+    return chosen
+
+
+def _load_in_background() -> None:
+    global BACKEND, _kn, _reason
+    t0 = time.perf_counter()
+    try:
+        name, kn, reason = _select_backend()  # logs its own warning when it falls back
+        # _kn last: a caller that sees it set finds the name and reason already of the kernels.
+        BACKEND, _reason = name, reason
+        _kn = kn
+    finally:
+        _settled.set()
+    if kn is not None:
+        log.info("hashing backend loaded: numba", extra={"fields": {"seconds": round(time.perf_counter() - t0, 2)}})
+
+
+def settled() -> bool:
+    """Whether the backend in use is the one this process keeps (not the reference standing in while the
+    kernels load in the background)."""
+    return _settled.is_set()
+
+
+def wait_settled(timeout: float | None = None) -> bool:
+    """Wait until the backend is chosen for good (at once, unless the kernels load in the background)."""
+    return _settled.wait(timeout)
+
+
+BACKEND, _kn, _reason = _start()
 
 
 @dataclass(frozen=True)
