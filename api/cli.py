@@ -373,9 +373,15 @@ def main(argv: list[str] | None = None) -> int:
         epilog="Run 'chunkstore COMMAND --help' for a command's options.",
     )
     parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
+    parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version", "version"):  # ``version`` as the reference node's ``bee version``
+        from .version import describe
+
+        print(describe())
+        return 0
     args, _ = parser.parse_known_args(argv[:1])
     command, _help = COMMANDS[args.command]
     if args.command != "serve":  # the daemon drains on SIGTERM its own way

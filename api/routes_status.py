@@ -58,7 +58,8 @@ from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
 from .metrics import CONTENT_TYPE
-from .state import API_VERSION, state_of
+from .state import state_of
+from .version import API_VERSION
 
 WELCOME = "chunkstore: Swarm chunk store (a subset of the Bee API)\n"
 

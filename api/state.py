@@ -52,7 +52,6 @@ class FeedTarget:
 # Looks up a feed's latest update (blocking; None: the feed has no update). Set by the feeds work (issue 13).
 FeedResolver = Callable[[FeedPointer], FeedTarget | None]
 
-API_VERSION = "8.1.0"  # the reference node's OpenAPI version whose endpoints this daemon serves
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 import chunkstore
-from api.state import API_VERSION
+from api.version import API_VERSION
 from chunkstore.swarm.cac import cac_address
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.soc import parse_soc, soc_address

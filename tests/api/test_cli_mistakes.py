@@ -260,3 +260,19 @@ def test_serve_refuses_a_shard_count_the_store_cannot_open(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and "--shards: must be in 1..256, got 300" in err, err
     assert not data_dir.exists()
+
+
+@pytest.mark.parametrize("arg", ["--version", "-V", "version"])
+def test_version_is_printed_without_loading_the_daemon(arg):
+    """An operator's first question of a binary, ``chunkstore --version`` (or ``version``, as ``bee version``),
+    was a usage error (exit 2). It prints the package's version and the Bee API version the daemon serves
+    (the one ``/health`` reports), from the flags' parser alone."""
+    import chunkstore
+    from api.version import API_VERSION
+
+    code = "import sys\nfrom api.cli import main\nrc = main([%r])\nprint(rc, 'aiohttp' in sys.modules, 'numba' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code % arg], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"chunkstore {chunkstore.__version__} (Bee API {API_VERSION})", out
+    assert lines[1].split() == ["0", "False", "False"], out
