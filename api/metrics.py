@@ -61,7 +61,9 @@ For the operator's dashboard and alert rules (``docker/``):
 exactly as ``/rchash?verbose=true``'s ``fullReserveEstimate``; NaN before),
 ``chunkstore_reserve_bin_entries{bin}`` (stamp entries per proximity bin
 0..31 to the overlay), ``chunkstore_ready`` (1 while ``/readiness`` says
-ready; 0 during a ``--demo`` fill or while writes are refused), and the data dir's disk: ``chunkstore_data_dir_bytes`` (allocated by
+ready; 0 during a ``--demo`` fill, while the hashing kernels load or while
+writes are refused), ``chunkstore_build_info{version,api_version,python}``
+(always 1), and the data dir's disk: ``chunkstore_data_dir_bytes`` (allocated by
 its files), ``chunkstore_filesystem_free_bytes`` and
 ``chunkstore_filesystem_size_bytes``. Every labelled series an alert or
 panel selects exists from start-up (at 0), so a rule sees the first failure
@@ -73,16 +75,20 @@ from __future__ import annotations
 import logging
 import math
 import os
+import platform
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from chunkstore import __version__
+
 from .diskuse import disk_use
 from .samplelog import SampleLog, SampleRun
+from .version import API_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +311,8 @@ class Metrics:
         self.sample_estimate.set(math.nan)  # unknown until a run measures a rate; 0 would read as "fast"
         self.full_reserve_estimate: float | None = None  # seconds, the gauge's value once known
         self.ready = Gauge("chunkstore_ready", "1 while the daemon answers ready on /readiness, else 0.", registry=r)
+        Info("chunkstore_build", "The daemon's version, the Bee API version it serves, and its Python.",
+             registry=r).info({"version": __version__, "api_version": API_VERSION, "python": platform.python_version()})
         self.recent_samples = SampleLog()
         self.hash_mismatches = Counter(
             "chunkstore_hash_backend_mismatch",

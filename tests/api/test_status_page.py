@@ -15,6 +15,7 @@ import errno
 import math
 import os
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -322,3 +323,27 @@ async def test_status_page_in_chromium(tmp_path):
     finally:
         await browser.close()
         daemon.stop()
+
+
+async def test_readiness_and_its_metric_wait_for_the_hashing_kernels(tmp_path, monkeypatch):
+    """While the kernels load in the background (``serve`` on a fresh install), ``/readiness`` is notReady with
+    the reason and ``chunkstore_ready`` is 0; both follow when the load ends. ``chunkstore_build_info`` names
+    the version and the Bee API version served."""
+    import chunkstore
+    from api.version import API_VERSION
+    from chunkstore.swarm.bmt import backend as hashing
+
+    loading = True
+    monkeypatch.setattr(hashing, "settled", lambda: not loading)
+    store = ReserveStore(tmp_path / "store")
+    async with TestClient(TestServer(build(tmp_path, store))) as client:
+        r = await client.get("/readiness")
+        assert r.status == 400 and "hashing kernels are loading" in (await r.json())["reason"]
+        text = await (await client.get("/metrics")).text()
+        assert "chunkstore_ready 0.0" in text
+        assert (f'chunkstore_build_info{{api_version="{API_VERSION}",python="{sys.version.split()[0]}",'
+                f'version="{chunkstore.__version__}"}} 1.0') in text
+        loading = False
+        assert (await client.get("/readiness")).status == 200
+        assert "chunkstore_ready 1.0" in await (await client.get("/metrics")).text()
+    store.close()
