@@ -17,7 +17,15 @@ funds, so:
   large dev balance (``DEV_BALANCE``) so that clients that check funds before
   buying a batch (swarm-cli) go on to ``POST /stamps``; ``chainID`` is 0 and
   no chequebook exists (the zero address);
-- ``/redistributionstate`` reports a node that plays no rounds.
+- ``/redistributionstate`` reports a node that plays no rounds;
+- the chain writes answer as the reference node answers them with no chain
+  backend, in ``--dev`` mode too (nothing is staked or sent): ``POST
+  /stake/{amount}``, ``DELETE /stake/withdrawable`` and ``DELETE /stake``
+  are its 500 "cannot stake" / "cannot withdraw stake" / "cannot migrate
+  stake" (its staking handlers' answer when the contract call fails), with
+  the reason added; ``/wallet/withdraw/{coin}`` is its 403 "Chain is
+  disabled" for every method (the reference checks before the method). A
+  bad amount is a 400 first, as there.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from aiohttp import web
 
 from chunkstore.swarm.constants import MAX_PO
 
-from .errors import json_response
+from .errors import ApiError, ParamError, json_response
 from .routes_stamps import DEV_BALANCE
 from .state import state_of
 
@@ -90,6 +98,32 @@ async def stake(request: web.Request) -> web.Response:
 
 async def withdrawable_stake(request: web.Request) -> web.Response:
     return json_response({"withdrawableAmount": "0"})
+
+
+NO_CHAIN_REASON = "no chain backend: this node joins no blockchain"
+CHAIN_DISABLED = "Chain is disabled. This endpoint is unavailable."
+# Every method but OPTIONS, so that a browser's preflight is answered as for any route (and the 403 then read).
+_GATED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+async def deposit_stake(request: web.Request) -> web.Response:
+    value = request.match_info["amount"]
+    digits = value[1:] if value[:1] in ("+", "-") else value
+    if not digits.isascii() or not digits.isdigit():  # the reference reads a big.Int in base 10
+        raise ParamError("path", "amount", value, "invalid syntax")
+    raise ApiError(500, f"cannot stake: {NO_CHAIN_REASON}")
+
+
+async def withdraw_stake(request: web.Request) -> web.Response:
+    raise ApiError(500, f"cannot withdraw stake: {NO_CHAIN_REASON}")
+
+
+async def migrate_stake(request: web.Request) -> web.Response:
+    raise ApiError(500, f"cannot migrate stake: {NO_CHAIN_REASON}")
+
+
+async def wallet_withdraw(request: web.Request) -> web.Response:
+    raise ApiError(403, CHAIN_DISABLED)
 
 
 async def wallet(request: web.Request) -> web.Response:
@@ -153,5 +187,10 @@ def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) ->
         app.router.add_get(p + "/topology", topology, allow_head=False)
         app.router.add_get(p + "/stake", stake, allow_head=False)
         app.router.add_get(p + "/stake/withdrawable", withdrawable_stake, allow_head=False)
+        app.router.add_delete(p + "/stake/withdrawable", withdraw_stake)
+        app.router.add_delete(p + "/stake", migrate_stake)
+        app.router.add_post(p + "/stake/{amount}", deposit_stake)
+        for method in _GATED_METHODS:
+            app.router.add_route(method, p + "/wallet/withdraw/{coin}", wallet_withdraw)
         app.router.add_get(p + "/wallet", wallet, allow_head=False)
         app.router.add_get(p + "/redistributionstate", redistribution_state, allow_head=False)

@@ -119,6 +119,27 @@ async def test_buying_without_dev_mode_says_what_to_do(client):
     await expect_error(await client.patch(f"/stamps/dilute/{BATCH.hex()}/21"), 405, "no chain backend")
 
 
+@pytest.mark.parametrize("mode", ["normal", "dev"])
+async def test_chain_writes_are_refused_as_by_a_node_without_chain(tmp_path, mode):
+    """Staking and wallet withdrawals (bee-js depositStake, withdrawSurplusStake, migrateStake,
+    withdrawBZZToExternalWallet, withdrawDAIToExternalWallet; swarm-cli stake deposit|withdraw, wallet
+    withdraw-bzz|withdraw-dai) get the reference's no-chain answers with a reason, not a bare 404/405."""
+    app, _ = content_app(tmp_path, dev=mode == "dev")
+    async with TestClient(TestServer(app)) as c:
+        for prefix in ("", "/v1"):
+            await expect_error(await c.post(f"{prefix}/stake/100000000000000000"), 500, "^cannot stake: no chain backend")
+            await expect_error(await c.delete(f"{prefix}/stake/withdrawable"), 500, "^cannot withdraw stake: no chain")
+            await expect_error(await c.delete(f"{prefix}/stake"), 500, "^cannot migrate stake: no chain backend")
+            for coin in ("bzz", "nativetoken"):
+                r = await c.post(f"{prefix}/wallet/withdraw/{coin}", params={"amount": "1", "address": "33" * 20})
+                await expect_error(r, 403, "^Chain is disabled\\. This endpoint is unavailable\\. ")
+            await expect_error(await c.get(f"{prefix}/wallet/withdraw/bzz"), 403, "Chain is disabled")
+        await expect_error(await c.post("/stake/ten"), 400, "invalid path params.*amount=ten")
+        # the reads stay as they were
+        assert await (await c.get("/stake")).json() == {"stakedAmount": "0"}
+        assert await (await c.get("/stake/withdrawable")).json() == {"withdrawableAmount": "0"}
+
+
 async def test_dev_mode_buys_tops_up_and_dilutes(dev):
     wallet = await (await dev.get("/wallet")).json()
     assert int(wallet["bzzBalance"]) > 500_000_000 << 30
