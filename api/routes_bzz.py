@@ -56,7 +56,7 @@ from .params import parse_go_bool
 from .routes_bytes import open_joiner, parse_reference
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, FeedTarget, state_of
-from .uploads import UploadRequest, created, parse_upload, run_upload
+from .uploads import UploadRequest, created, parse_upload, refuse_act_download, run_upload
 
 TAR = "application/x-tar"
 MULTIPART = "multipart/form-data"
@@ -173,6 +173,7 @@ async def get_bzz(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     reference = parse_reference(request.match_info["address"])
     path = request.match_info.get("path", "")
+    refuse_act_download(request)
     check_retrieval_headers(request)
     try:
         resolution, headers = await st.run(_resolve, st, reference, path)

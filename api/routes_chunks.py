@@ -42,7 +42,7 @@ from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint
 from .putqueue import put_restamping
 from .state import AppState, state_of
-from .uploads import DEFERRED_HEADER, PIN_HEADER
+from .uploads import DEFERRED_HEADER, PIN_HEADER, refuse_act_download
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,7 @@ async def get_chunk(request: web.Request) -> web.Response:
     # network there is nothing to cache, but a value that is not a Go boolean is still the client's 400.
     _go_bool(request, "Swarm-Cache")
     address = _chunk_address(request)
+    refuse_act_download(request)
     data = None if address is None else await st.run(_get_or_none, st.store, address)
     if data is None:
         st.metrics.gets.labels("miss").inc()
@@ -309,6 +310,7 @@ async def get_chunk(request: web.Request) -> web.Response:
 async def head_chunk(request: web.Request) -> web.Response:
     st = state_of(request)
     address = _chunk_address(request)
+    refuse_act_download(request)
     has = address is not None and await st.run(st.store.has, address)
     if not has:
         raise ApiError(404)

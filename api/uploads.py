@@ -57,6 +57,8 @@ ENCRYPT_HEADER = "Swarm-Encrypt"
 LEVEL_HEADER = "Swarm-Redundancy-Level"
 ACT_HEADER = "Swarm-Act"
 ACT_UNSUPPORTED = "access control (Swarm-Act) is not supported by this node"
+ACT_PUBLISHER_HEADER = "Swarm-Act-Publisher"
+ACT_HISTORY_HEADER = "Swarm-Act-History-Address"
 
 
 @dataclass
@@ -99,6 +101,17 @@ def required_batch_id(request: web.Request, hint: str = "") -> bytes:
         raise ApiError(400, "invalid header params",
                        [{"field": BATCH_HEADER.lower(), "error": f"want required: a batch id of the node{hint}"}])
     return decode_hex("header", BATCH_HEADER.lower(), raw_batch, size=BATCH_ID_SIZE)
+
+
+def refuse_act_download(request: web.Request) -> None:
+    """A download naming an ACT publisher and history address is a 501, as an ACT upload is.
+
+    The reference decrypts the reference of such a download (``actDecryptionHandler`` on ``GET``/``HEAD``
+    of ``/bytes``, ``/chunks`` and ``/bzz``) and serves what it leads to; serving the path's reference
+    as it is would hand the client other bytes than it asked for. With either header alone the
+    reference serves the content undecrypted, and so does this node."""
+    if request.headers.get(ACT_PUBLISHER_HEADER) and request.headers.get(ACT_HISTORY_HEADER):
+        raise ApiError(501, ACT_UNSUPPORTED)
 
 
 def parse_upload(request: web.Request) -> UploadRequest:

@@ -253,6 +253,28 @@ async def test_access_control_routes_say_it_is_not_served(ctx, method, path):
     await expect_error(await ctx.client.request(method, path), 501, r"access control \(Swarm-Act\) is not supported")
 
 
+async def test_downloads_through_access_control_are_not_served(ctx):
+    """bee-js' downloadData/downloadFile/downloadChunk with actPublisher and actHistoryAddress (swarm-cli's
+    download --act) name an ACT reference the reference node decrypts first: a 501, not the raw content."""
+    c = ctx.client
+    ref = await upload_bytes(ctx, b"act-less content", **{"Swarm-Redundancy-Level": "0"})
+    r = await c.post("/bzz", data=b"<p>x</p>", params={"name": "x.html"}, headers=upload_headers())
+    bzz = (await r.json())["reference"]
+    act = {"Swarm-Act-Publisher": "02" + "ab" * 32, "Swarm-Act-History-Address": "cd" * 32, "Swarm-Act-Timestamp": "1"}
+    for method in ("GET", "HEAD"):
+        for path in (f"/bytes/{ref}", f"/v1/bytes/{ref}", f"/bzz/{bzz}/", f"/bzz/{bzz}/x.html", f"/chunks/{ref}"):
+            r = await c.request(method, path, headers=act)
+            assert r.status == 501, (method, path, r.status)
+            if method == "GET":
+                await expect_error(r, 501, r"access control \(Swarm-Act\) is not supported")
+    # either header alone: the reference serves the content undecrypted, and so does this node
+    for one in ("Swarm-Act-Publisher", "Swarm-Act-History-Address"):
+        r = await c.get(f"/bytes/{ref}", headers={one: act[one]})
+        assert r.status == 200 and await r.read() == b"act-less content"
+        assert (await c.get(f"/chunks/{ref}", headers={one: act[one]})).status == 200
+        assert (await c.get(f"/bzz/{bzz}/", headers={one: act[one]})).status == 200
+
+
 async def test_tag_pin_and_deferred_are_accepted(ctx):
     r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(**{"Swarm-Tag": "42"}))
     await expect_error(r, 404, "tag not found")  # no such tag: as the reference answers
