@@ -10,7 +10,10 @@ for a feed with no updates; ``makeSOCWriter``/``makeSOCReader``; ``pin``,
 ``getAllPins``, ``getPin`` and its error for an unknown pin, the error for
 an unknown tag; ``isReferenceRetrievable``; ``streamDirectory``;
 ``createEnvelope`` and ``uploadChunk`` of the chunk with that envelope;
-``pssSend`` heard by this node's own ``pssReceive``.
+``pssSend`` heard by this node's own ``pssReceive``; the errors of
+``depositStake``, ``withdrawSurplusStake`` and
+``withdrawBZZToExternalWallet`` (no chain) and of a ``downloadData``
+through access control (not served).
 
 Skipped when node is not on PATH or ``npm ci --prefix tests/js`` has not
 been run.
@@ -66,6 +69,14 @@ def test_bee_js_node_owned_surface(dev_daemon: Daemon, tmp_path: Path) -> None:
         err = r["errors"][name]
         assert err["status"] == 404, (name, err)
         assert err["responseBody"]["code"] == 404 and err["responseBody"]["message"], (name, err)
+    # chain writes: Bee's answers of a node without a chain backend, with the reason
+    for name, status, message in (("depositStake", 500, "cannot stake: no chain backend"),
+                                  ("withdrawSurplusStake", 500, "cannot withdraw stake: no chain backend"),
+                                  ("withdrawBZZ", 403, "Chain is disabled. This endpoint is unavailable."),
+                                  ("actDownload", 501, "access control (Swarm-Act) is not supported")):
+        err = r["errors"][name]
+        assert err["status"] == status and err["responseBody"]["code"] == status, (name, err)
+        assert err["responseBody"]["message"].startswith(message), (name, err)
 
     # SOC, tag, pins, retrievability, streamed directory
     assert r["soc"]["owner"] == owner.hex()

@@ -5,8 +5,9 @@ buy``, ``stamp list``, ``stamp show``, ``upload`` of a file and of a folder
 (with ``--index-document``), ``download`` of both, ``feed upload`` twice and
 ``feed print`` (which must see the second update), ``pinning pin``,
 ``pinning list``, ``manifest list``, ``utility rchash`` and ``pinning
-reupload`` with a second batch, ``pss send`` heard by ``pss receive``. Each command
-must exit 0, and what it reports is checked against the daemon and the
+reupload`` with a second batch, ``pss send`` heard by ``pss receive``, then
+``stake deposit`` and ``wallet withdraw-bzz``, which must fail naming the
+missing chain. Each other command must exit 0, and what it reports is checked against the daemon and the
 files themselves. The transcript (every command, exit status and output)
 is printed; ``pytest -s`` shows it.
 
@@ -177,3 +178,10 @@ def run_all(cli: SwarmCli, d: Daemon, tmp_path: Path) -> None:
             break
     receiver.join(60)
     assert heard and "hello over pss" in ok(heard[0]).stdout
+
+    # no chain: staking and withdrawing fail with the reason, not with a bare "Not Found"
+    staked = cli("stake", "deposit", "10")
+    assert staked.code == 1 and "cannot stake: no chain backend" in staked.stdout + staked.stderr, staked.transcript()
+    withdrawn = cli("wallet", "withdraw-bzz", "--bzz", "1", "--address", "0x" + "33" * 20)
+    assert withdrawn.code == 1, withdrawn.transcript()
+    assert "Chain is disabled. This endpoint is unavailable." in withdrawn.stdout + withdrawn.stderr, withdrawn.transcript()

@@ -251,6 +251,20 @@ async function main() {
   )
   results.errors.unknownTag = await expectError('bee.retrieveTag(987654321)', () => bee.retrieveTag(987654321))
 
+  // no chain: staking and wallet withdrawals get the reference's no-chain answers, not a bare 404/405
+  results.errors.depositStake = await expectError("bee.depositStake('100000000000000000')", () =>
+    bee.depositStake('100000000000000000'),
+  )
+  results.errors.withdrawSurplusStake = await expectError('bee.withdrawSurplusStake()', () => bee.withdrawSurplusStake())
+  results.errors.withdrawBZZ = await expectError("bee.withdrawBZZToExternalWallet('1', <address>)", () =>
+    bee.withdrawBZZToExternalWallet('1', '0x' + '33'.repeat(20)),
+  )
+  // access control is not served: a download through an ACT is refused, not answered with the raw content
+  const publisher = new Bee(args.url, { signer: args.key }).signer.publicKey()
+  results.errors.actDownload = await expectError('bee.downloadData(tagged reference, { actPublisher, actHistoryAddress })', () =>
+    bee.downloadData(taggedUpload.reference, { actPublisher: publisher, actHistoryAddress: randomBytes(32).toString('hex') }),
+  )
+
   results.retrievable = await call('bee.isReferenceRetrievable(tagged reference)', () =>
     bee.isReferenceRetrievable(taggedUpload.reference),
   )
