@@ -30,9 +30,11 @@ reference node buys batches on. Nothing is bought and no chain is involved:
   left per chunk for each level, as the contract does; both 202;
 - ``GET /wallet`` reports ``DEV_BALANCE`` (``api.routes_node``).
 
-Without ``--dev`` the three answer 405 "no chain backend" (the reference
-node's answer when it has no chain), saying to register batches with
-``POST /batches``. Buying and changing batches needs admin rights
+Without ``--dev`` the three answer 403 "Chain is disabled. This endpoint is
+unavailable." (the reference node's answer with no chain backend since
+2.7, ``checkChainAvailability`` in ``pkg/api/router.go``, checked before
+anything else), followed by what to do here: register batches with
+``POST /batches``, or start with ``--dev``. Buying and changing batches needs admin rights
 (``api.auth``), like ``POST /batches``.
 """
 
@@ -63,8 +65,8 @@ DEV_CHAINSTATE = ChainState(block=1, total_amount=0, current_price=24000)
 DEV_BALANCE = 10**24  # PLUR in the dev wallet: 10^8 BZZ, never spent
 MINIMUM_VALIDITY_BLOCKS = 17280  # one day of 5 s blocks: the contract's least lifetime of a new batch
 NO_CHAIN = (
-    "no chain backend: this node buys no batches; register one with POST /batches (without 'owner' for a "
-    "batch the node stamps), or start the daemon with --dev"
+    "Chain is disabled. This endpoint is unavailable. No chain backend: this node buys no batches; register "
+    "one with POST /batches (without 'owner' for a batch the node stamps), or start the daemon with --dev"
 )
 
 
@@ -173,7 +175,7 @@ def _relabel(st: AppState, batch_id: bytes, label: str) -> None:
 
 def _require_dev(st: AppState) -> None:
     if not st.config.dev:
-        raise ApiError(405, NO_CHAIN)
+        raise ApiError(403, NO_CHAIN)
 
 
 def _amount(request: web.Request, field: str = "amount") -> int:
