@@ -108,6 +108,8 @@ _GATED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 async def deposit_stake(request: web.Request) -> web.Response:
     value = request.match_info["amount"]
+    if value == "withdrawable":  # the reference routes /stake/withdrawable first: GET and DELETE only
+        raise ApiError(405, "Method Not Allowed")
     digits = value[1:] if value[:1] in ("+", "-") else value
     if not digits.isascii() or not digits.isdigit():  # the reference reads a big.Int in base 10
         raise ParamError("path", "amount", value, "invalid syntax")
