@@ -13,17 +13,21 @@ candidates above the last one consumed, with a four times larger ``k``: the
 merge never takes a candidate while a smaller one may still be unseen, so the
 result does not depend on how many stamps are invalid or on ``k``.
 
-Phase 2 sees exactly the stamp entries phase 1 let through: for a candidate
-(chunk X, batch B) it takes the entries of X under B whose chunk type byte is
-the candidate's and whose time is not after the consensus time, so an entry
-phase 1 skipped (a rogue type byte, a newer stamp) never reaches a proof.
+Phase 2 judges a candidate (chunk X, batch B) by the entry of X under B with
+the smallest index among those whose chunk type byte is the candidate's (an
+entry with a rogue type byte never reaches a proof); if that entry's stamp is
+after the consensus time, X does not enter under B, even when phase 1 let a
+later entry of B through.
 
 Duplicates. One chunk held under several stamps has one transformed address
-and enters the sample once. Rule: among its stamps that pass every check, the
-one with the smallest batch id (bytewise) is the item's stamp; when a chunk
-holds several stamps of one batch, the one with the smallest index. This
-falls out of the merge order (transformed address, then batch id) and is the
-same whatever the shard layout or worker count.
+and enters the sample once. Each batch vouches for the chunk with one stamp,
+as the reference loads it: of the chunk's stamps of that batch, the one with
+the smallest index; if that stamp is after the consensus time or invalid, the
+batch does not bring the chunk in, whatever its other stamps of the chunk.
+Among the batches whose stamp passes every check, the smallest batch id
+(bytewise) gives the item's stamp. This falls out of the merge order
+(transformed address, then batch id) and is the same whatever the shard
+layout or worker count.
 
 Hashing backend. Phase 2 re-derives each candidate's transformed address
 with the pysha3 reference. If the accelerated backend's answer for a chunk
@@ -559,29 +563,32 @@ class _Phase2:
             st.chunk_load_failed += 1
             return False
         batch = self.store.batches.find(batch_id)
-        for stamp in stamps:
-            if stamp.timestamp_ns > self.consensus_time:
-                # Phase 1 counted this entry already (same timestamp in the index), or
-                # the stamp was replaced by a newer one since: skip without counting.
-                continue
-            if batch is None:
-                st.invalid_stamps += 1
-                continue
-            data = self._load(address, chunk_type, taddr)
-            if data is None:
-                return False
-            t = time.perf_counter()
-            st.stamp_validations += 1
-            try:
-                validate_stamp(stamp, address, batch.owner, batch.depth, batch.bucket_depth)
-            except SwarmError:
-                st.invalid_stamps += 1
-                continue
-            finally:
-                st.stamp_validation_duration += time.perf_counter() - t
-            self.items.append(SampleItem(taddr, address, data, stamp, ChunkType(chunk_type)))
-            return len(self.items) >= SAMPLE_SIZE
-        return False
+        # The reference loads one stamp per (chunk, batch), the batch's first in index order
+        # (Bee: chunkstamp.LoadWithBatchID in sample.go), and judges the chunk by it alone: when
+        # that stamp is too new or invalid, the batch's other stamps of the chunk do not stand in.
+        stamp = stamps[0]
+        if stamp.timestamp_ns > self.consensus_time:
+            # Phase 1 counted this entry already (same timestamp in the index), or the stamp
+            # was replaced by a newer one since, or the chunk entered phase 1 through a later
+            # entry of this batch: skip without counting.
+            return False
+        if batch is None:
+            st.invalid_stamps += 1
+            return False
+        data = self._load(address, chunk_type, taddr)
+        if data is None:
+            return False
+        t = time.perf_counter()
+        st.stamp_validations += 1
+        try:
+            validate_stamp(stamp, address, batch.owner, batch.depth, batch.bucket_depth)
+        except SwarmError:
+            st.invalid_stamps += 1
+            return False
+        finally:
+            st.stamp_validation_duration += time.perf_counter() - t
+        self.items.append(SampleItem(taddr, address, data, stamp, ChunkType(chunk_type)))
+        return len(self.items) >= SAMPLE_SIZE
 
 
 # ----------------------------------------------------------------- entry points

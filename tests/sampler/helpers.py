@@ -320,10 +320,11 @@ def simple_sample(
     A chunk is walked if ``proximity(address, anchor) >= depth`` and (given an
     overlay) ``proximity(address, overlay) >= radius``, as the reference walks
     its reserve from the storage radius. A stamp counts if its entry is not
-    rogue, its batch is known and not below the balance, its time is not after
-    the consensus time, and it is valid; the chunk must be valid too. A chunk
-    with several such stamps enters once, with the stamp of the smallest batch
-    id (then index).
+    rogue and its batch is known and not below the balance; of a batch's
+    stamps of the chunk only the one with the smallest index counts (as the
+    reference loads it), and only if its time is not after the consensus time
+    and it is valid; the chunk must be valid too. A chunk with several such
+    stamps (of several batches) enters once, with the smallest batch id's.
     """
     out = []
     passing: dict[bytes, set[bytes]] = {}
@@ -333,7 +334,7 @@ def simple_sample(
             continue
         if overlay is not None and textbook.proximity(address, overlay) < radius:
             continue
-        valid = []
+        by_batch: dict[bytes, list[Stamp]] = {}
         for st in world.stamps[address]:
             iterated += 1
             b = world.batches.get(st.batch_id)
@@ -343,11 +344,16 @@ def simple_sample(
             if (address, st.batch_id, st.index) in world.rogue:
                 rogue += 1
                 continue
+            by_batch.setdefault(st.batch_id, []).append(st)
             if st.timestamp_ns > consensus_time:
                 new += 1
                 continue
             passing.setdefault(address, set()).add(st.batch_id)
-            if b is None or not world.stamp_valid(address, st, b):
+        valid = []
+        for batch_id, sts in by_batch.items():
+            st = min(sts, key=lambda s: s.index)  # the one stamp a batch vouches with
+            b = world.batches.get(batch_id)
+            if st.timestamp_ns > consensus_time or b is None or not world.stamp_valid(address, st, b):
                 continue
             valid.append(st)
         if not valid or not world.chunk_valid(address):

@@ -191,9 +191,12 @@ def _sig(kind: str, sig: bytes, other: bytes) -> bytes:
 SIG_KINDS = ["sig-v26", "sig-v35", "sig-v-swap", "sig-r-flip", "sig-zero", "sig-s-zero", "sig-other-digest"]
 # Every way a chunk's entries can all be ineligible: index-only filters, stamp rules, bad bytes, bad data.
 SPOILERS = ["below-balance", "rogue", "too-new", "wrong-owner", "position", "unknown-batch", "bucket",
-            *SIG_KINDS, "corrupt-data", "three-bad-entries", "one-batch-two-bad-entries"]  # fmt: skip
+            *SIG_KINDS, "corrupt-data", "three-bad-entries", "one-batch-two-bad-entries",
+            # A batch vouches with its stamp of smallest index only (Bee's LoadWithBatchID):
+            # a later valid stamp of the same batch does not stand in for a spoilt first one.
+            "bad-sig-then-valid", "too-new-then-valid"]  # fmt: skip
 # Eligible chunks with a trap, placed right after the spoiled ones (so they are in the sample).
-TRAPS = ["rogue-then-valid", "bad-sig-then-valid", "too-new-then-valid", "two-batches", "sig-v31", "two-batches-first-bad"]
+TRAPS = ["rogue-then-valid", "valid-then-too-new", "two-batches", "sig-v31", "two-batches-first-bad"]
 
 
 # Spoilers (and traps) that leave exactly one entry passing the index filters, with an invalid stamp.
@@ -324,6 +327,9 @@ def _build(path) -> Hostile:
         elif kind == "too-new-then-valid":
             add(address, stamp(address, "G", ts=CONSENSUS + 7))
             add(address, stamp(address, "G"))
+        elif kind == "valid-then-too-new":
+            add(address, stamp(address, "G"))
+            add(address, stamp(address, "G", ts=CONSENSUS + 7))
         elif kind == "two-batches":
             add(address, stamp(address, "G"))
             add(address, stamp(address, "H"))

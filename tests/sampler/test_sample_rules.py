@@ -79,6 +79,47 @@ def test_duplicate_takes_smallest_valid_batch(tmp_path, workers):
         store.close()
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_batch_vouches_with_its_first_stamp_only(tmp_path, workers):
+    """Chunk X stamped twice by batch P (indexes i0 < i1), i0 the newer: Bee loads i0 alone.
+
+    The reference's sample loads one stamp per (chunk, batch), the first of the
+    batch's in index order (pkg/storer/sample.go, chunkstamp.LoadWithBatchID), so
+    with i0 after the consensus time P does not bring X in, though i1 is older.
+    """
+    p, q, r = _ids()
+    store = ReserveStore(tmp_path / "s", shards=2)
+    try:
+        for bid in (p, q, r):
+            store.batches.add(Batch(bid, OWNER.address, 20, 2, False, 1000, 0))
+        issuers = {bid: StampIssuer(OWNER, bid, 20, 2) for bid in (p, q, r)}
+        rng = random.Random(5)
+        puts = []
+        for _ in range(16):
+            address, data = make_cac(rng.randbytes(100))
+            puts.append((data, issuers[r].stamp(address, timestamp_ns=T0)))
+        x, data = make_cac(b"stamped twice by one batch")
+        first = issuers[p].stamp(x, timestamp_ns=T0 + 50)
+        second = issuers[p].stamp(x, timestamp_ns=T0)
+        assert first.index < second.index
+        store.put_many([*puts, (data, first), (data, second)])
+
+        res = reserve_sample(store, b"\x00", 0, T0 + 10, workers=workers)
+        assert x not in [it.chunk_address for it in res.items]
+        check_sample(res.items, b"\x00", store.batches, T0 + 10)
+
+        res = reserve_sample(store, b"\x00", 0, T0 + 50, workers=workers)
+        assert [it.stamp for it in res.items if it.chunk_address == x] == [first]
+
+        # Another batch's stamp brings X in, though P's id is the smaller.
+        store.put(data, issuers[q].stamp(x, timestamp_ns=T0 + 1))
+        res = reserve_sample(store, b"\x00", 0, T0 + 10, workers=workers)
+        assert [it.stamp.batch_id for it in res.items if it.chunk_address == x] == [q]
+        check_sample(res.items, b"\x00", store.batches, T0 + 10)
+    finally:
+        store.close()
+
+
 def test_below_balance_batch_excluded(tmp_path):
     store, x, (p, q, r) = _dup_store(tmp_path / "s", shards=1)
     try:
