@@ -219,7 +219,11 @@ async def test_window_bounds_the_chunks_in_flight(env: Env, monkeypatch: pytest.
     async with env.client.ws_connect("/chunks/stream") as ws:
         for _, msg in sent:
             await ws.send_bytes(msg)  # the client does not wait: TCP and aiohttp's buffer take what they can
-        await asyncio.sleep(0.5)
+        for _ in range(200):  # until the window is full (a fixed wait is too short on a loaded machine)
+            if most >= routes_chunkstream.WINDOW:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # room for the reader to overshoot, if it would
         assert most == routes_chunkstream.WINDOW  # the reader stopped at the window
         release.set()
         await acks(ws, len(sent))

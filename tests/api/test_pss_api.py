@@ -81,7 +81,12 @@ async def test_mining_holds_no_store_thread_and_stops_when_the_client_goes(tmp_p
     async with TestClient(TestServer(app)) as c:
         await register_batch(c)
         send = asyncio.ensure_future(c.post(f"/pss/send/{TOPIC}/abcdef", data=b"x", headers=upload_headers()))
-        await asyncio.sleep(0.5)
+        # Until the request is in and mining (a fixed half second was too short on a loaded machine: CI saw
+        # the upload not started yet).
+        for _ in range(200):
+            if app[STATE].uploads_running == 1 and _mining():
+                break
+            await asyncio.sleep(0.05)
         assert app[STATE].uploads_running == 1 and not send.done() and _mining()
         r = await asyncio.wait_for(c.get(f"/stamps/{BATCH.hex()}"), 10)
         assert r.status == 200
