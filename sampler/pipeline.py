@@ -106,6 +106,9 @@ class _PoolHolder:
         self._free: dict[int, list[int]] = {}  # id(pool) -> free slots
 
     def get(self, size: int) -> ProcessPoolExecutor:
+        # Which kernels the fork server preloads follows the backend this process keeps. Waited for outside
+        # the lock: a shutdown (at exit) takes it, and must not wait for the kernels to load first.
+        hashing.wait_settled()
         with self._lock:
             pool = self._pools.get(size)
             if pool is None:
@@ -167,7 +170,6 @@ def _mp_context() -> multiprocessing.context.BaseContext:
         ctx = multiprocessing.get_context("forkserver")
     except ValueError:
         return multiprocessing.get_context("spawn")
-    hashing.wait_settled()  # the preloads follow the backend this process keeps
     # With the accelerated backend the fork server also compiles the direct scan once.
     # workerlog first: the server's own logging is set up before the kernels' imports can log.
     kernels = ["sampler.worker", "sampler.columns", "sampler.fileorder"] if hashing.accelerated() else ["sampler.worker"]

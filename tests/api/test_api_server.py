@@ -440,3 +440,19 @@ def test_the_daemon_listens_before_its_hashing_kernels_are_loaded(tmp_path, daem
     with urllib.request.urlopen(d.url("/chunkstore/status"), timeout=10) as r:
         assert json.loads(r.read())["hashBackend"] == {"name": "numba", "accelerated": True, "reason": None}
     d.stop()
+
+
+def test_sigterm_while_the_kernels_still_compile_exits_at_once(tmp_path, daemons):
+    """On a fresh install (here: an empty numba cache) a SIGTERM in the kernels' first seconds drained and
+    closed the store at once, but the process exited only when the compile had ended (9-13 s here): the
+    thread starting the sampler's workers waited for the kernels inside the pool's lock, which the exit's
+    pool shutdown then waited for. A ``docker stop`` would SIGKILL it after its 10 s."""
+    d = daemons(tmp_path / "d", env={"NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}).start()
+    time.sleep(1.0)  # the sampler's start thread is waiting for the kernels now
+    if any(r.get("msg") == "hashing backend loaded: numba" for r in d.logs):
+        pytest.skip("the kernels compiled within a second here: nothing to wait for")
+    t0 = time.monotonic()
+    d.signal(signal.SIGTERM)
+    assert d.wait(60) == 0
+    assert time.monotonic() - t0 < 5, d.logs
+    assert not any(r.get("msg") == "hashing backend loaded: numba" for r in d.logs)  # it did end mid-compile
