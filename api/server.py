@@ -42,7 +42,7 @@ from chunkstore.swarm.bzz import MimeTable
 from chunkstore.swarm.signer import Signer
 from chunkstore.transfer.holdlock import hold
 from chunkstore.transfer.importer import remove_abandoned_staging
-from sampler import start_workers
+from sampler import start_pool
 
 from .app import make_app
 from .config import Config
@@ -202,7 +202,7 @@ async def serve(
         )
 
         if not config.dev:  # a development node is not asked for samples
-            threading.Thread(target=_start_sampler_workers, args=(store, config.workers), name="sampler-start",
+            threading.Thread(target=_start_sampler_pool, args=(store, config.workers), name="sampler-start",
                              daemon=True).start()
         if config.demo:
             demo_future = loop.run_in_executor(
@@ -239,16 +239,16 @@ async def serve(
         log.info("stopped", extra={"fields": {"data_dir": str(config.data_dir)}})
 
 
-def _start_sampler_workers(store: ReserveStore, workers: int | None) -> None:
-    """Start the sampler's processes in the background, so that the first ``/rchash`` is timed as the next."""
+def _start_sampler_pool(store: ReserveStore, workers: int | None) -> None:
+    """Start the sampler's pool and fork server in the background, so that the first ``/rchash`` is timed
+    as the next."""
     t0 = time.perf_counter()
     try:
-        started = start_workers(store, workers)
+        size = start_pool(store, workers)
     except Exception as exc:  # the first sample starts them instead (and reports what fails)
-        log.warning("sampler workers did not start ahead of the first sample", extra={"fields": {"error": repr(exc)}})
+        log.warning("sampler pool did not start ahead of the first sample", extra={"fields": {"error": repr(exc)}})
         return
-    log.info("sampler workers started",
-             extra={"fields": {"workers": started, "seconds": round(time.perf_counter() - t0, 2)}})
+    log.info("sampler pool started", extra={"fields": {"workers": size, "seconds": round(time.perf_counter() - t0, 2)}})
 
 
 async def drain(runner: web.AppRunner, state: AppState, timeout: float) -> None:

@@ -15,7 +15,7 @@ from chunkstore.swarm.constants import SAMPLE_SIZE
 from .errors import InsufficientSample, SampleIntegrityError, SamplerWorkerError
 from .integrity import check_sample
 from .items import SampleItem, SampleResult, SampleStats, transformed_address
-from .pipeline import expected_entries, reserve_sample, reserve_sample_async, shutdown_pool, start_workers
+from .pipeline import expected_entries, reserve_sample, reserve_sample_async, shutdown_pool, start_pool
 from .proof import ChunkInclusionProofs, make_inclusion_proofs, sample_chunk, sample_hash, verify_inclusion_proof
 from .render import render_proofs_internal, render_rchash
 from .source import BatchRegistry, ReserveView, SampleSource
@@ -42,7 +42,7 @@ __all__ = [
     "sample_chunk",
     "sample_hash",
     "shutdown_pool",
-    "start_workers",
+    "start_pool",
     "transformed_address",
     "verify_inclusion_proof",
 ]

@@ -401,23 +401,23 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_the_daemon_starts_its_sampler_workers_before_the_first_sample(tmp_path, daemons):
-    """The first ``/rchash`` after a start waited for the sampler's fork server and workers (1.2 s more than
-    the next; 13 s on a fresh install, compiling the kernels), which an operator reads as the sample's own
-    time. The daemon now starts them once it listens; a ``--dev`` node, not asked for samples, does not."""
+def test_the_daemon_starts_its_sampler_pool_before_the_first_sample(tmp_path, daemons):
+    """The first ``/rchash`` after a start waited for the sampler's fork server, which loads the scan kernels
+    (1.2 s more than the next; 13 s on a fresh install, compiling them), and an operator reads that as the
+    sample's own time. The daemon now starts it once it listens; the sample only forks its workers from it.
+    A ``--dev`` node, not asked for samples, does not."""
     d = daemons(tmp_path / "d", "--workers", "2").start()
     deadline = time.monotonic() + 120
-    while not any(r.get("msg") == "sampler workers started" for r in d.logs):
+    while not any(r.get("msg") == "sampler pool started" for r in d.logs):
         assert time.monotonic() < deadline, d.logs
         time.sleep(0.05)
-    started = next(r for r in d.logs if r.get("msg") == "sampler workers started")
-    assert started["workers"] == 2
+    assert next(r for r in d.logs if r.get("msg") == "sampler pool started")["workers"] == 2
     servers = [p for p in _children(d.proc.pid) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
-    assert len(servers) == 1 and len(_children(servers[0])) == 2
+    assert len(servers) == 1 and _children(servers[0]) == []  # no worker before a sample asks for them
     d.stop()
     dev = daemons(tmp_path / "dev", "--dev").start()
     time.sleep(1.0)
-    assert not any(r.get("msg") == "sampler workers started" for r in dev.logs)
+    assert not any(r.get("msg") == "sampler pool started" for r in dev.logs)
     assert not [p for p in _children(dev.proc.pid) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
     dev.stop()
 
@@ -442,17 +442,23 @@ def test_the_daemon_listens_before_its_hashing_kernels_are_loaded(tmp_path, daem
     d.stop()
 
 
-def test_sigterm_while_the_kernels_still_compile_exits_at_once(tmp_path, daemons):
-    """On a fresh install (here: an empty numba cache) a SIGTERM in the kernels' first seconds drained and
-    closed the store at once, but the process exited only when the compile had ended (9-13 s here): the
-    thread starting the sampler's workers waited for the kernels inside the pool's lock, which the exit's
-    pool shutdown then waited for. A ``docker stop`` would SIGKILL it after its 10 s."""
+@pytest.mark.parametrize("when", ["the daemon's kernels compile", "the fork server's kernels compile"])
+def test_sigterm_while_the_kernels_still_compile_exits_at_once(tmp_path, daemons, when):
+    """On a fresh install (here: an empty numba cache) a SIGTERM in the first seconds drained and closed the
+    store at once, but the process exited only when a compile had ended (9-13 s here): the thread starting
+    the sampler's pool waited for the daemon's kernels inside the pool's lock, which the exit's pool shutdown
+    then waited for; and once it had started workers, the exit waited for them to fork from a fork server
+    still compiling the scan kernels. A ``docker stop`` would SIGKILL it after its 10 s."""
     d = daemons(tmp_path / "d", env={"NUMBA_CACHE_DIR": str(tmp_path / "empty-cache")}).start()
-    time.sleep(1.0)  # the sampler's start thread is waiting for the kernels now
-    if any(r.get("msg") == "hashing backend loaded: numba" for r in d.logs):
+    if when == "the fork server's kernels compile":
+        deadline = time.monotonic() + 300
+        while not any(r.get("msg") == "sampler pool started" for r in d.logs):
+            assert time.monotonic() < deadline, d.logs
+            time.sleep(0.05)
+    time.sleep(1.0)
+    if when == "the daemon's kernels compile" and any(r.get("msg") == "hashing backend loaded: numba" for r in d.logs):
         pytest.skip("the kernels compiled within a second here: nothing to wait for")
     t0 = time.monotonic()
     d.signal(signal.SIGTERM)
     assert d.wait(60) == 0
     assert time.monotonic() - t0 < 5, d.logs
-    assert not any(r.get("msg") == "hashing backend loaded: numba" for r in d.logs)  # it did end mid-compile

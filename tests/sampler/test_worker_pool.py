@@ -44,21 +44,23 @@ def test_a_sampler_package_in_the_working_directory_is_not_what_the_workers_run(
     assert done.stdout.strip() == sampler.worker.__file__
 
 
-def test_start_workers_starts_the_pool_a_sample_then_uses(tmp_path) -> None:
-    """``start_workers`` starts the processes the next sample runs in (none more start for it), sized as the
-    sample sizes its pool: ``workers`` at most one a shard, 0 for none."""
+def test_start_pool_starts_the_pool_and_fork_server_a_sample_then_uses(tmp_path) -> None:
+    """``start_pool`` makes the pool the next sample runs in, sized as the sample sizes it (``workers``, at
+    most one a shard, 0 for none), and starts its fork server; it starts no worker (the sample forks them)."""
+    from multiprocessing import forkserver
+
     from chunkstore.reserve import ReserveStore
-    from sampler.pipeline import _POOL, pool_size, start_workers
+    from sampler.pipeline import _POOL, pool_size, start_pool
 
     with ReserveStore(str(tmp_path / "s"), 2) as store:
         assert pool_size(store, 8) == 2 and pool_size(store, 1) == 1 and pool_size(store, 0) == 0
-        assert start_workers(store, 0) == 0
-        assert start_workers(store, 8) == 2
+        assert start_pool(store, 0) == 0
+        assert start_pool(store, 8) == 2
         pool = _POOL.get(2)
-        before = set(pool._processes)  # the executor's own record of the processes it started
-        assert len(before) == 2
+        server = forkserver._forkserver._forkserver_pid  # the module's own record of the server it started
+        assert server is not None and os.path.exists(f"/proc/{server}")
         try:
             sampler.reserve_sample(store, b"\x00", 0, 0, workers=8)
         except sampler.InsufficientSample:
             pass  # an empty store: the sample still ran its phase 1 in the pool
-        assert _POOL.get(2) is pool and set(pool._processes) == before
+        assert _POOL.get(2) is pool and forkserver._forkserver._forkserver_pid == server
