@@ -37,6 +37,7 @@ from .auth import require_admin
 from .errors import ApiError, json_response, status_for, status_response
 from .params import decode_hex
 from .routes_chainstate import current
+from .routes_stamps import issuer_terms
 from .state import state_of
 
 
@@ -121,10 +122,8 @@ def _upsert(store: ReserveStore, batch: Batch, issuer_label: str | None) -> bool
     def issuer(txn: lmdb.Transaction) -> None:
         if issuer_label is None:
             return
-        old = store.issuers.info_in(txn, batch.id)
-        amount = batch.value if old is None else old.amount
-        store.issuers.register_in(txn, batch.id, label=issuer_label or ("" if old is None else old.label),
-                                  amount=amount, block_number=batch.start)
+        label, amount, _ = issuer_terms(batch, store.issuers.info_in(txn, batch.id))
+        store.issuers.register_in(txn, batch.id, label=issuer_label or label, amount=amount, block_number=batch.start)
 
     if _get_batch(store, batch.id) is None:
         store.batches.add(batch, also=issuer)

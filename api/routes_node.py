@@ -38,7 +38,7 @@ from aiohttp import web
 from chunkstore.swarm.constants import MAX_PO
 
 from .errors import ApiError, ParamError, json_response
-from .routes_stamps import DEV_BALANCE
+from .routes_stamps import CHAIN_DISABLED, DEV_BALANCE
 from .state import state_of
 
 ZERO_ETH_ADDRESS = "0x" + "00" * 20
@@ -101,7 +101,6 @@ async def withdrawable_stake(request: web.Request) -> web.Response:
 
 
 NO_CHAIN_REASON = "no chain backend: this node joins no blockchain"
-CHAIN_DISABLED = "Chain is disabled. This endpoint is unavailable."
 # Every method but OPTIONS, so that a browser's preflight is answered as for any route (and the 403 then read).
 _GATED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 

@@ -64,9 +64,10 @@ from .state import AppState, state_of
 DEV_CHAINSTATE = ChainState(block=1, total_amount=0, current_price=24000)
 DEV_BALANCE = 10**24  # PLUR in the dev wallet: 10^8 BZZ, never spent
 MINIMUM_VALIDITY_BLOCKS = 17280  # one day of 5 s blocks: the contract's least lifetime of a new batch
+CHAIN_DISABLED = "Chain is disabled. This endpoint is unavailable."  # the reference's answer with no chain backend
 NO_CHAIN = (
-    "Chain is disabled. This endpoint is unavailable. No chain backend: this node buys no batches; register "
-    "one with POST /batches (without 'owner' for a batch the node stamps), or start the daemon with --dev"
+    f"{CHAIN_DISABLED} No chain backend: this node buys no batches; register one with POST /batches (without "
+    "'owner' for a batch the node stamps), or start the daemon with --dev"
 )
 
 
@@ -82,8 +83,17 @@ def _node_batch(store: ReserveStore, owner: bytes, batch_id: bytes) -> tuple[Bat
     return batch, store.issuers.info(batch_id)
 
 
+def issuer_terms(batch: Batch, issuer: IssuerInfo | None) -> tuple[str, int, int]:
+    """(label, amount paid per chunk, block bought at) of a node batch: its issuer's, or for a batch without
+    an issuer record the batch's own value and start block and no label."""
+    if issuer is None:
+        return "", batch.value, batch.start
+    return issuer.label, issuer.amount, issuer.block_number
+
+
 def render_stamp(batch: Batch, issuer: IssuerInfo | None, chain: ChainState | None, block_time: int) -> dict[str, Any]:
     """One ``postageStampResponse`` of the reference node."""
+    label, amount, block = issuer_terms(batch, issuer)
     utilization = 0 if issuer is None else issuer.utilization
     bound = 1 << (batch.depth - batch.bucket_depth)
     usable = chain is None or not chain.expired(batch.value)
@@ -92,11 +102,11 @@ def render_stamp(batch: Batch, issuer: IssuerInfo | None, chain: ChainState | No
         "utilization": utilization,
         "utilizationRatio": utilization / bound,
         "usable": usable,
-        "label": "" if issuer is None else issuer.label,
+        "label": label,
         "depth": batch.depth,
-        "amount": str(batch.value if issuer is None else issuer.amount),
+        "amount": str(amount),
         "bucketDepth": batch.bucket_depth,
-        "blockNumber": batch.start if issuer is None else issuer.block_number,
+        "blockNumber": block,
         "immutableFlag": batch.immutable,
         "exists": True,
         "batchTTL": batch_ttl(batch.value, chain, block_time),
@@ -165,8 +175,7 @@ def _relabel(st: AppState, batch_id: bytes, label: str) -> None:
         if found is None:
             raise ApiError(404, "issuer does not exist")
         batch, issuer = found
-        amount = batch.value if issuer is None else issuer.amount
-        block = batch.start if issuer is None else issuer.block_number
+        _, amount, block = issuer_terms(batch, issuer)
         st.store.issuers.register(batch.id, label=label, amount=amount, block_number=block)
 
 
@@ -248,13 +257,12 @@ def _topup_locked(st: AppState, batch_id: bytes, amount: int) -> None:
     batch, issuer = found
     if amount << batch.depth > DEV_BALANCE:
         raise ApiError(402, "out of funds")
-    paid = (batch.value if issuer is None else issuer.amount) + amount
+    label, paid, block = issuer_terms(batch, issuer)
     # One commit for both: the batch's value and the amount paid move together or not at all.
     store.batches.update(Batch(batch.id, batch.owner, batch.depth, batch.bucket_depth, batch.immutable,
                                batch.value + amount, batch.start),
-                         also=lambda txn: store.issuers.register_in(
-                             txn, batch.id, label="" if issuer is None else issuer.label, amount=paid,
-                             block_number=batch.start if issuer is None else issuer.block_number))
+                         also=lambda txn: store.issuers.register_in(txn, batch.id, label=label, amount=paid + amount,
+                                                                    block_number=block))
 
 
 def _dilute(st: AppState, batch_id: bytes, depth: int) -> None:

@@ -192,20 +192,22 @@ def _start_fork_server() -> None:
     from multiprocessing import forkserver
 
     temporary = {"PYTHONSAFEPATH": "1", workerlog.ENV: workerlog.describe()}
-    saved = {name: os.environ.get(name) for name in temporary}
-    for name, value in temporary.items():
+    saved = _put_environ(temporary)
+    try:
+        forkserver.ensure_running()
+    finally:
+        _put_environ(saved)
+
+
+def _put_environ(values: dict[str, str | None]) -> dict[str, str | None]:
+    """Set (None: remove) these environment variables; returns what they were, to put back the same way."""
+    before = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    try:
-        forkserver.ensure_running()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return before
 
 
 _POOL = _PoolHolder()
@@ -532,33 +534,31 @@ class _Phase2:
             raise BackendMismatch(address, chunk_type, taddr, want)
         return False
 
-    def _stamps(self, address: bytes, batch_id: bytes, chunk_type: int) -> list[Stamp]:
-        """The entries of ``address`` under ``batch_id`` with the candidate's chunk type, by stamp index.
-
-        Phase 1 skipped entries of another type byte (rogue ones above all); the
-        caller skips those stamped after the consensus time, as phase 1 did.
-        """
+    def _first_stamp(self, address: bytes, batch_id: bytes, chunk_type: int) -> Stamp | None:
+        """The stamp of ``address``'s entry under ``batch_id`` with the smallest index among those with the
+        candidate's chunk type (phase 1 skipped entries of another type byte, rogue ones above all); None
+        when there is none."""
         try:
             entries = self.store.shard(self.store.shard_of(address)).stamp_entries(address)
         except SwarmError:
-            return []
-        out = [stamp for kind, stamp in entries if kind == chunk_type and stamp.batch_id == batch_id]
-        return sorted(out, key=lambda s: s.index)
+            return None
+        mine = [stamp for kind, stamp in entries if kind == chunk_type and stamp.batch_id == batch_id]
+        return min(mine, key=lambda s: s.index, default=None)
 
     def offer(self, cand: Candidate) -> bool:
         """Try one candidate; True when the sample is full."""
         taddr, batch_id, address, chunk_type = cand
         key = (address, batch_id, chunk_type)
         if key in self._done:
-            return False  # a further entry of a (chunk, batch) already tried with all its entries
+            return False  # a further entry of a (chunk, batch) already judged by its first stamp
         self._done.add(key)
         if self.items and self.items[-1].transformed_address == taddr:
             # The chunk is in the sample under a smaller batch id: one count per further batch.
             self.stats.duplicates_ignored += 1
             return False
         st = self.stats
-        stamps = self._stamps(address, batch_id, chunk_type)
-        if not stamps:
+        stamp = self._first_stamp(address, batch_id, chunk_type)
+        if stamp is None:
             # The entry vanished or changed since phase 1 (a newer stamp took its slot).
             st.chunk_load_failed += 1
             return False
@@ -566,7 +566,6 @@ class _Phase2:
         # The reference loads one stamp per (chunk, batch), the batch's first in index order
         # (Bee: chunkstamp.LoadWithBatchID in sample.go), and judges the chunk by it alone: when
         # that stamp is too new or invalid, the batch's other stamps of the chunk do not stand in.
-        stamp = stamps[0]
         if stamp.timestamp_ns > self.consensus_time:
             # Phase 1 counted this entry already (same timestamp in the index), or the stamp
             # was replaced by a newer one since, or the chunk entered phase 1 through a later

@@ -106,10 +106,8 @@ class IssuerStore:
 
     def info(self, batch_id: bytes) -> IssuerInfo | None:
         """The issuer of ``batch_id``, or None when the node has none for it."""
-        if self._db is None or len(batch_id) != BATCH_ID_SIZE:
-            return None
         with self._env.begin() as txn:
-            return self._info(txn, bytes(batch_id))
+            return self.info_in(txn, batch_id)
 
     def info_in(self, txn: lmdb.Transaction, batch_id: bytes) -> IssuerInfo | None:
         """``info`` as ``txn`` (a transaction of the meta env, e.g. the one ``register_in`` writes in) sees it."""
