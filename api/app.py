@@ -155,7 +155,7 @@ def make_app(
     metrics.attach_hash_backend(lambda: hashing.backend_info().as_dict())
     metrics.attach_disk(store.path)
     # the scrape runs in the thread pool, where the probe's statvfs (only while refused) may block
-    metrics.attach_readiness(lambda: state.ready and hashing.settled() and store.write_refusal() is None)
+    metrics.attach_readiness(lambda: routes_status.not_ready_reason(state) is None)
 
     # Bodies are stored as sent, Content-Encoding or not, as the reference's Go server leaves them: aiohttp's
     # decoding gave a cut-off gzip stream's prefix a reference, and a body that did not decode a 500.

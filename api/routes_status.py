@@ -58,7 +58,7 @@ from chunkstore.swarm.constants import UINT8_MAX
 
 from .errors import json_response
 from .metrics import CONTENT_TYPE
-from .state import state_of
+from .state import AppState, state_of
 from .version import API_VERSION
 
 WELCOME = "chunkstore: Swarm chunk store (a subset of the Bee API)\n"
@@ -73,21 +73,26 @@ async def health(request: web.Request) -> web.Response:
     return json_response({"status": "ok", "version": st.version, "apiVersion": API_VERSION})
 
 
+def not_ready_reason(st: AppState) -> str | None:
+    """Why ``/readiness`` says notReady now (None: ready); ``chunkstore_ready`` reads the same. Blocking: the
+    write probe's statvfs runs while writes are refused."""
+    if not st.ready:
+        return "starting up (a --demo fill is running)"
+    if not hashing.settled():
+        return "starting up (the hashing kernels are loading; the slower reference serves meanwhile)"
+    refusal = st.store.write_refusal()
+    if refusal is not None:
+        return f"writes refused ({refusal.reason}): {refusal.message}"
+    return None
+
+
 async def readiness(request: web.Request) -> web.Response:
     st = state_of(request)
     body = {"status": "ready", "version": st.version, "apiVersion": API_VERSION}
-    if not st.ready:
+    reason = await st.run(not_ready_reason, st)  # off the loop: the probe may statvfs
+    if reason is not None:
         body["status"] = "notReady"
-        body["reason"] = "starting up (a --demo fill is running)"
-        return json_response(body, status=400)
-    if not hashing.settled():
-        body["status"] = "notReady"
-        body["reason"] = "starting up (the hashing kernels are loading; the slower reference serves meanwhile)"
-        return json_response(body, status=400)
-    refusal = await st.run(st.store.write_refusal)  # statvfs when refused: off the loop
-    if refusal is not None:
-        body["status"] = "notReady"
-        body["reason"] = f"writes refused ({refusal.reason}): {refusal.message}"
+        body["reason"] = reason
         return json_response(body, status=400)
     return json_response(body)
 
