@@ -16,6 +16,12 @@ each import in its own process, whose peak RSS (and its workers') is
 reported against ``--memory-budget``. Every import validates fully: BMT
 hashes, SOC and stamp signature recovery. Each import's ratio to L is taken
 to the mean of L measured again just before it and just after (printed on its line).
+
+Under each import, its bound in the same run: validating every record once
+(one process's time per record, measured on the tar's first 4,000, spread
+over every core) and then writing what the store holds at the disk's
+durable write rate (``benchlib.durable_write_rate``, measured just before
+the import), as the two phases run one after the other.
 """
 
 from __future__ import annotations
@@ -33,7 +39,15 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
-from benchlib import CALLS_PER_CHUNK, cache_dir, cores, openssl_rate, single_lane_limit, vector_width
+from benchlib import (
+    CALLS_PER_CHUNK,
+    cache_dir,
+    cores,
+    durable_write_rate,
+    openssl_rate,
+    single_lane_limit,
+    vector_width,
+)
 
 from chunkstore.store.batchstore import Batch
 from chunkstore.swarm.keccak import keccak256
@@ -117,8 +131,51 @@ def _child_import(args: argparse.Namespace) -> None:
         "cpu": cpu,
         "records": report.records, "written": report.load.written, "read_s": report.read_seconds,
         "publish_s": report.publish_seconds, "runs": report.runs, "peak_rss": report.peak_rss,
-        "worker_peak_rss": kids,
+        "worker_peak_rss": kids, "stored_bytes": _stored_bytes(args.store),
     }))
+
+
+def _stored_bytes(store: str) -> int:
+    """The store's LMDB data files after the import: what its publish wrote (each file starts empty)."""
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(store) for f in files
+               if f == "data.mdb")
+
+
+def validation_seconds(tar_path: str, records: int = 4000) -> float:
+    """Seconds one process spends validating one record of the tar (BMT hash, SOC and stamp signatures), now.
+
+    The import cannot do less than this for every record, on ``cores()``
+    processes at most: with the publish's bytes at the disk's durable write
+    rate, it is the import's bound in the same run.
+    """
+    from chunkstore.store.batchstore import encode_batch
+    from chunkstore.transfer.fastcheck import OK, BatchTable, Validator
+
+    addresses, stamps, datas = [], [], []
+    with tarfile.open(tar_path) as tar:
+        for member in tar:
+            raw = tar.extractfile(member).read()
+            length = int.from_bytes(raw[:4], "big")
+            addresses.append(bytes.fromhex(member.name))
+            datas.append(raw[4 : 4 + length])
+            stamps.append(raw[4 + length :])
+            if len(datas) >= records:
+                break
+    n = len(datas)
+    lengths = np.array([len(d) for d in datas], np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths[:-1]))).astype(np.int64)
+    src = np.frombuffer(b"".join(datas), np.uint8)
+    addr = np.frombuffer(b"".join(addresses), np.uint8).reshape(n, 32)
+    stm = np.frombuffer(b"".join(stamps), np.uint8).reshape(n, -1)
+    batch = _batch()
+    validator = Validator(BatchTable({batch.id: (batch, encode_batch(batch))}))
+    validator.check(addr[:256], stm[:256], src, offsets[:256], lengths[:256])  # kernels loaded, caches warm
+    t = time.perf_counter()
+    status, _ = validator.check(addr, stm, src, offsets, lengths)
+    seconds = (time.perf_counter() - t) / n
+    if not (status == OK).all():
+        raise SystemExit("validation_seconds: the bench's own tar did not validate")
+    return seconds
 
 
 def _child_naive(args: argparse.Namespace) -> None:
@@ -161,12 +218,14 @@ def _run_child(mode: str, *extra: str) -> dict:
     return out
 
 
-def _timed_against_l(first_limit: float, mode: str, *extra: str) -> dict:
+def _timed_against_l(first_limit: float, mode: str, *extra: str, write_dir: str) -> dict:
     """A child run, with L measured again just before it and just after: the VM's speed drifts
     (one run here measured L from 14,371 to 20,747 between its imports), so each import's ratio is
     taken to the mean of the two around it (the first L when openssl is missing)."""
     before = openssl_rate()
+    write_rate = durable_write_rate(write_dir)  # the disk the store is written to, just before
     out = _run_child(mode, *extra)
+    out["write_rate"] = write_rate
     after = openssl_rate()
     rates = [r * cores() / CALLS_PER_CHUNK for r in (before, after) if r]
     out["L"] = sum(rates) / len(rates) if rates else first_limit
@@ -209,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     lname, call_rate, _ = single_lane_limit(2.0)
     limit = call_rate * cores() / CALLS_PER_CHUNK  # L, in the same run: every import rate is also a ratio to it
     print(f"L ({lname}) = {call_rate:,.0f} x {cores()} / {CALLS_PER_CHUNK} = {limit:,.0f} chunks/s")
+    per_record = validation_seconds(tar_path)
+    print(f"validating one record in one process: {per_record * 1e6:.1f} us ({cores()} cores: "
+          f"{cores() / per_record:,.0f} records/s if nothing else ran)")
     try:
         with open(os.path.join(work, "batches.json"), "w") as f:
             f.write(dump_batches([_batch()]))
@@ -216,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         tar_store = os.path.join(work, "from-tar")
         for i in range(args.repeat):
             store = tar_store if i == 0 else os.path.join(work, f"from-tar-{i}")
-            results["tar"].append(_timed_against_l(limit, "import", "--store", store, "--source", tar_path, *common))
+            results["tar"].append(_timed_against_l(limit, "import", "--store", store, "--source", tar_path, *common,
+                                                   write_dir=work))
             if i:
                 shutil.rmtree(store)
         t = time.perf_counter()
@@ -228,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeat):
             store = os.path.join(work, "from-snap" if i == 0 else f"from-snap-{i}")
             results["snapshot"].append(
-                _timed_against_l(limit, "import", "--store", store, "--source", os.path.join(work, "out.snap"), *common)
+                _timed_against_l(limit, "import", "--store", store, "--source", os.path.join(work, "out.snap"), *common,
+                                 write_dir=work)
             )
             if i:
                 shutil.rmtree(store)
@@ -244,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"   (validate {r['read_s']:.1f}s, publish {r['publish_s']:.1f}s, {r['runs']} runs;"
                   f" {r['cpu'] / seconds:.2f} cores used, other processes {r['others']:.2f}; L {r['L']:,.0f}, "
                   f"{r['L_range'][0]:,.0f}-{r['L_range'][1]:,.0f} before and after)")
+            # The import's floor in this run: every record validated once on every core, and every stored byte
+            # written once at the disk's durable rate (measured just before the import).
+            floor = r["records"] * per_record / cores() + r["stored_bytes"] / r["write_rate"]
+            print(f"{'':<28}bound {r['records'] / floor:,.0f} records/s ({r['records'] * per_record / cores():.1f}s "
+                  f"validating on {cores()} cores + {r['stored_bytes'] / 1e6:,.0f} MB written at "
+                  f"{r['write_rate'] / 1e6:,.0f} MB/s durable = {floor:.1f}s): the import runs at "
+                  f"{floor / seconds:.0%} of it, {r['records'] / floor / r['L']:.2f} x L")
         print(f"{'import naive (put each)':<28}{naive['records']:>10}{naive['seconds']:>9.1f}{naive_rate:>10,.0f}"
               f"{naive_rate / limit:>7.2f}{1.0:>9.1f}{naive['peak_rss'] / MiB:>9.0f}Mi")
         for label, rep, s in (("export tar", exp_tar, exp_tar_s), ("export snapshot", exp_snap, exp_snap_s)):

@@ -19,6 +19,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -339,3 +340,31 @@ def disk_rates(files: list[Path], seconds: float = 1.5, depth: int = 32, streams
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def durable_write_rate(directory: str | Path, nbytes: int = 256 << 20, streams: int = 2) -> float:
+    """Bytes/s of ``streams`` files written at once through the page cache and ``fdatasync``ed, ``nbytes`` in all, now.
+
+    What an import's publish does with every byte it stores: LMDB writes a
+    commit's pages and syncs them, two shards at once (one thread each). So a
+    publish's time is set against this rate measured in the same run, as a
+    shared VM's disk swings (352-672 MB/s here within an hour). The files
+    are removed after.
+    """
+    block = np.random.default_rng(0).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    per_stream = max(1, nbytes // len(block) // streams)
+
+    def write(_: int) -> None:
+        fd, path = tempfile.mkstemp(prefix=".write-rate-", dir=directory)
+        try:
+            for _ in range(per_stream):
+                os.write(fd, block)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(path)
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(streams) as ex:
+        list(ex.map(write, range(streams)))
+    return streams * per_stream * len(block) / (time.perf_counter() - t)
