@@ -69,6 +69,7 @@ from chunkstore.swarm.constants import SAMPLE_SIZE, SOC_HEADER_SIZE, ChunkType
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.stamp import Stamp, validate_stamp
 
+from . import kernelcache
 from .batches import below_balance_batches
 from .candidates import Candidate
 from .errors import InsufficientSample, SamplerWorkerError
@@ -109,6 +110,11 @@ class _PoolHolder:
         # Which kernels the fork server preloads follows the backend this process keeps. Waited for outside
         # the lock: a shutdown (at exit) takes it, and must not wait for the kernels to load first.
         hashing.wait_settled()
+        # The fork server loads the scan kernels from the cache once they are compiled aside (kernelcache.py).
+        if hashing.accelerated():
+            kernelcache.wait()
+        else:
+            kernelcache.stop()  # the workers will not run them
         with self._lock:
             pool = self._pools.get(size)
             if pool is None:
@@ -153,6 +159,7 @@ class _PoolHolder:
         pool.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:
+        kernelcache.stop()
         with self._lock:
             pools, self._pools = list(self._pools.values()), {}
             for pool in pools:
@@ -229,10 +236,13 @@ def start_pool(store: SampleSource, workers: int | None = None) -> int:
     A daemon calls this once it listens: the first ``/rchash`` after a start took 1.2 s more than the next
     (13 s on a fresh install, the kernels being compiled), a figure an operator reads as the sample's own.
     With the fork server warm, forking the workers costs the first sample some 0.05 s. No worker is started
-    here: a process this has to wait for would hold the exit of a daemon told to stop meanwhile.
+    here: a process this has to wait for would hold the exit of a daemon told to stop meanwhile. While this
+    process's BMT kernels load, the scan kernels are compiled in a process of their own (``kernelcache``).
     """
     size = pool_size(store, workers)
     if size:
+        if not hashing.settled():  # the BMT kernels are loading here: the scan kernels compile aside meanwhile
+            kernelcache.start_compiling()
         _POOL.get(size)
     return size
 
