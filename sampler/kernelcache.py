@@ -37,10 +37,20 @@ _lock = threading.Lock()
 _proc: subprocess.Popen[bytes] | None = None
 
 
+NO_CACHE = 3  # the compiling process's exit code where numba has no cache to compile into
+
+
 def command(master: int) -> list[str]:
-    """The compiling process's command line: it ends with ``master`` (``lifeline``), then imports the scan
-    modules. ``-P``: the working directory is not on its path (another checkout there would be compiled)."""
-    code = f"from chunkstore.swarm.lifeline import exit_with; exit_with({master}); import " + ", ".join(SCAN_MODULES)
+    """The compiling process's command line: it ends with ``master`` (``lifeline``), gives up at once where
+    numba cannot cache (what it compiled would be lost, and the fork server would wait for it for nothing),
+    then imports the scan modules. ``-P``: the working directory is not on its path (another checkout there
+    would be compiled)."""
+    code = "; ".join([
+        f"from chunkstore.swarm.lifeline import exit_with; exit_with({master})",
+        "import sys; from chunkstore.swarm.bmt import numba_kernels",  # defining its kernels tells whether numba caches
+        f"numba_kernels.caching() or sys.exit({NO_CACHE})",
+        "import " + ", ".join(SCAN_MODULES),
+    ])
     return [sys.executable, "-P", "-c", code]
 
 

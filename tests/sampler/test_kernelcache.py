@@ -115,3 +115,18 @@ def test_the_command_imports_this_tree_whatever_the_working_directory(tmp_path) 
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == Path(pipeline.__file__).with_name("__init__.py")
     assert kernelcache.command(1)[1] == "-P"
+
+
+def test_without_a_numba_cache_the_process_gives_up_at_once(tmp_path) -> None:
+    """Where numba has no cache to write (a read-only install and home), what the process compiled would be
+    lost and the fork server would compile it again after waiting for it: the process ends at once instead.
+    (Here numba's own verdict is stood in for by a ``sitecustomize`` that marks the cache unavailable.)"""
+    marks = "from chunkstore.swarm.bmt import numba_kernels\nnumba_kernels._cache_warned = True\n"
+    (tmp_path / "sitecustomize.py").write_text(marks)
+    env = kernelcache.environment()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    t0 = time.monotonic()
+    python, *args = kernelcache.command(os.getpid())
+    done = subprocess.run([python, "-X", "importtime", *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == kernelcache.NO_CACHE, done.stderr
+    assert "sampler.columns" not in done.stderr and time.monotonic() - t0 < 30

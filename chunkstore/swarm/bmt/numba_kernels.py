@@ -112,6 +112,11 @@ def _jit(fn: Any = None, **opts: Any) -> Any:
         return njit(nogil=True, cache=False, **opts)(fn)
 
 
+def caching() -> bool:
+    """Whether the kernels defined so far go to numba's cache (False: compiled again in every process)."""
+    return not _cache_warned
+
+
 @_jit(inline="always")
 def _rotl(x: np.uint64, n: int) -> np.uint64:
     # Always called with a literal n in 1..63; inlined and folded to a rotate.
