@@ -35,6 +35,7 @@ WAIT_SECONDS = 300.0
 
 _lock = threading.Lock()
 _proc: subprocess.Popen[bytes] | None = None
+_stopped = False  # stop() ended the last one: the daemon is stopping, so no fork server is to start
 
 
 NO_CACHE = 3  # the compiling process's exit code where numba has no cache to compile into
@@ -63,10 +64,11 @@ def environment() -> dict[str, str]:
 
 def start_compiling() -> bool:
     """Start the compiling process, unless one runs already; returns whether one was started."""
-    global _proc
+    global _proc, _stopped
     with _lock:
         if _proc is not None and _proc.poll() is None:
             return False
+        _stopped = False
         # Its output would read as the daemon's (a "pysha3" backend line among them): it says nothing an
         # operator needs that the fork server does not say again.
         _proc = subprocess.Popen(command(os.getpid()), env=environment(), stdin=subprocess.DEVNULL,
@@ -87,10 +89,17 @@ def wait(timeout: float = WAIT_SECONDS) -> int | None:
 
 def stop() -> None:
     """End the compiling process if it still runs (the daemon is stopping: nothing will fork from it)."""
-    global _proc
+    global _proc, _stopped
     with _lock:
         proc, _proc = _proc, None
+        _stopped = proc is not None
     if proc is not None and proc.poll() is None:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
+
+
+def stopped() -> bool:
+    """Whether ``stop`` ended the last compiling process (one waiting for it should not go on to fork)."""
+    with _lock:
+        return _stopped

@@ -243,6 +243,10 @@ def start_pool(store: SampleSource, workers: int | None = None) -> int:
     if size:
         if not hashing.settled():  # the BMT kernels are loading here: the scan kernels compile aside meanwhile
             kernelcache.start_compiling()
+            hashing.wait_settled()
+            kernelcache.wait()
+            if kernelcache.stopped():  # the pool was shut down meanwhile (the daemon is stopping): no server
+                return size
         _POOL.get(size)
     return size
 

@@ -130,3 +130,28 @@ def test_without_a_numba_cache_the_process_gives_up_at_once(tmp_path) -> None:
     done = subprocess.run([python, "-X", "importtime", *args], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == kernelcache.NO_CACHE, done.stderr
     assert "sampler.columns" not in done.stderr and time.monotonic() - t0 < 30
+
+
+def test_a_shutdown_while_compiling_aside_starts_no_fork_server(tmp_path, monkeypatch, fresh_pool) -> None:
+    """The daemon stopping while the scan kernels compile aside ends that process; the thread that waited
+    for it to start the fork server then starts none (it would have started one during the exit)."""
+    import threading
+
+    from chunkstore.reserve import ReserveStore
+
+    asked: list[bool] = []
+    monkeypatch.setattr(kernelcache, "command", lambda master: [sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(hashing, "settled", lambda: False)
+    monkeypatch.setattr(hashing, "accelerated", lambda: True)
+    monkeypatch.setattr(pipeline, "_mp_context", lambda: asked.append(True) or multiprocessing.get_context("spawn"))
+    with ReserveStore(str(tmp_path / "s"), 2) as store:
+        starter = threading.Thread(target=pipeline.start_pool, args=(store, 2))
+        starter.start()
+        deadline = time.monotonic() + 30
+        while kernelcache._proc is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        fresh_pool.shutdown()  # what the daemon's exit does (atexit)
+        starter.join(10)
+        assert not starter.is_alive()
+    assert asked == [] and kernelcache.stopped()
