@@ -76,16 +76,20 @@ def stamp_from_headers(request: web.Request) -> bytes | None:
 
 @dataclass(frozen=True)
 class NodeStamping:
-    """A chunk the node stamps with its batch named by the batch id header."""
+    """A chunk the node stamps with its batch named by the batch id header.
+
+    ``identity`` is how the stamper tells the chunk from another at its address (``SOC.identity`` for
+    a SOC, the address for a CAC), as the reference's stamper does."""
 
     st: AppState
     batch_id: bytes
     address: bytes
+    identity: bytes
 
     def stamp(self) -> bytes:
         """A new stamp of the chunk (blocking: run it in the thread pool)."""
         try:
-            return self.st.stamper.stamp(self.batch_id, [self.address])[0].to_bytes()
+            return self.st.stamper.stamp(self.batch_id, [self.address], [self.identity])[0].to_bytes()
         except NotNodeBatch as exc:
             raise ApiError(400, f"{exc}; {MSG_PRESIGNED}") from None
 
@@ -93,15 +97,18 @@ class NodeStamping:
         return await self.st.run(self.stamp)
 
 
-def _node_stamping(st: AppState, request: web.Request, address: bytes) -> NodeStamping:
-    return NodeStamping(st, bytes.fromhex(request.headers[BATCH_HEADER]), address)
+def _node_stamping(st: AppState, request: web.Request, address: bytes, identity: bytes) -> NodeStamping:
+    return NodeStamping(st, bytes.fromhex(request.headers[BATCH_HEADER]), address, identity)
 
 
-def _address_of(data: bytes) -> bytes:
-    """The address a chunk body stands for: as a CAC when it can be one (as the reference reads it), else a SOC."""
+def _address_of(data: bytes) -> tuple[bytes, bytes]:
+    """The address a chunk body stands for and its identity: as a CAC when it can be one (as the reference
+    reads it), else a SOC."""
     if SPAN_SIZE <= len(data) <= CHUNK_WITH_SPAN:
-        return chunk_hash(data)
-    return parse_soc(data).address
+        address = chunk_hash(data)
+        return address, address
+    soc = parse_soc(data)
+    return soc.address, soc.identity
 
 
 async def read_body(request: web.Request, limit: int, too_large: str) -> bytes:
@@ -235,8 +242,8 @@ async def post_chunk(request: web.Request) -> web.Response:
         try:
             address = node = None
             if stamp is None:
-                address = await st.run(_address_of, data)
-                node = _node_stamping(st, request, address)
+                address, identity = await st.run(_address_of, data)
+                node = _node_stamping(st, request, address, identity)
                 stamp = await st.run(node.stamp)
             result, tracker = await _tracked_put(st, options, data, stamp, address, root=False, node=node)
         except SwarmError as exc:
@@ -265,7 +272,7 @@ async def post_soc(request: web.Request) -> web.Response:
             soc = await st.run(_build_soc, st.store, owner, soc_id, sig, data, stamp)
             node = None
             if stamp is None:
-                node = _node_stamping(st, request, soc.address)
+                node = _node_stamping(st, request, soc.address, soc.identity)
                 stamp = await st.run(node.stamp)
             result, tracker = await _tracked_put(st, options, soc.data, stamp, soc.address, root=True, node=node)
         except SwarmError as exc:

@@ -5,9 +5,14 @@ batches (``Swarm-Postage-Batch-Id``): the chunk gets the next free position
 of its bucket (``chunkstore.store.issuers``, durable before the stamp is
 handed out) and the current time, signed by the batch owner, which is the
 node. A chunk the batch already stamped keeps its position and gets a newer
-timestamp (the reference's stamper does the same; a feed update re-stored
-under its old slot replaces the SOC), so uploading the same content twice
-does not use the batch up twice.
+timestamp (the reference's stamper does the same), so uploading the same
+content twice does not use the batch up twice. "The same chunk" is the
+reference's identity address (``pkg/storage/storage.go`` IdentityAddress,
+which ``pkg/api/api.go`` hands its stamper): the address for a CAC,
+``keccak(SOC address | wrapped address)`` for a SOC, so a SOC re-signed over
+other content at its address is a new chunk and takes the next position
+(the store then replaces the SOC's data; the old stamp stays as the
+reference's reserve keeps it).
 
 A batch is the node's when its owner is the node key's Ethereum address.
 Anything else is refused before a position is taken: ``UnknownBatch`` for a
@@ -32,8 +37,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from chunkstore.store.batchstore import Batch
+from chunkstore.store.errors import ChunkNotFound
 from chunkstore.store.store import ChunkStore
-from chunkstore.swarm.constants import ADDRESS_SIZE
+from chunkstore.swarm.cac import cac_address
+from chunkstore.swarm.constants import ADDRESS_SIZE, SOC_HEADER_SIZE
+from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.signer import Signer
 from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp, split_index
 
@@ -60,7 +68,7 @@ class NodeStamper:
         self._lock = threading.Lock()
         self._last_ns = 0
         self._batch_locks: dict[bytes, threading.Lock] = {}
-        self._given: OrderedDict[tuple[bytes, bytes], tuple[int, int]] = OrderedDict()  # (batch, address) -> slot
+        self._given: OrderedDict[tuple[bytes, bytes], tuple[int, int]] = OrderedDict()  # (batch, identity) -> slot
 
     @property
     def owner(self) -> bytes:
@@ -84,16 +92,26 @@ class NodeStamper:
             self._last_ns = start + n - 1
         return list(range(start, start + n))
 
-    def _held(self, address: bytes, batch_id: bytes) -> tuple[int, int] | None:
-        """The (bucket, position) this batch already holds for ``address``: in the store, or given to an
-        upload that may not have stored the chunk yet."""
-        given = self._given.get((batch_id, address))
+    def _held(self, address: bytes, identity: bytes, batch_id: bytes) -> tuple[int, int] | None:
+        """The (bucket, position) this batch already holds for the chunk ``identity`` at ``address``: in the
+        store, or given to an upload that may not have stored the chunk yet."""
+        given = self._given.get((batch_id, identity))
         if given is not None:
             return given
-        for stamp in self.store.stamps_of(address):
-            if stamp.batch_id == batch_id:
-                return split_index(stamp.index)
-        return None
+        stamps = [s for s in self.store.stamps_of(address) if s.batch_id == batch_id]
+        if not stamps:
+            return None
+        if identity == address:  # a CAC: its data is fixed by its address
+            return split_index(stamps[0].index)
+        # A SOC: the batch holds the one stored here only if it is this very SOC (same wrapped chunk), under
+        # the newest of the batch's stamps of the address, the one that stored the data last.
+        try:
+            stored = self.store.get(address)
+        except ChunkNotFound:
+            return None
+        if keccak256(address, cac_address(bytes(stored[SOC_HEADER_SIZE:]))) != identity:
+            return None
+        return split_index(max(stamps, key=lambda s: s.timestamp_ns).index)
 
     def _batch_lock(self, batch_id: bytes) -> threading.Lock:
         with self._lock:
@@ -103,13 +121,20 @@ class NodeStamper:
             return lock
 
     def _remember(self, batch_id: bytes, slots: dict[bytes, tuple[int, int]]) -> None:
-        for address, slot in slots.items():
-            self._given[(batch_id, address)] = slot
+        for identity, slot in slots.items():
+            self._given[(batch_id, identity)] = slot
         while len(self._given) > GIVEN_BOUND:
             self._given.popitem(last=False)
 
-    def stamp(self, batch_id: bytes, addresses: Sequence[bytes]) -> list[Stamp]:
+    def stamp(
+        self, batch_id: bytes, addresses: Sequence[bytes], identities: Sequence[bytes] | None = None
+    ) -> list[Stamp]:
         """One stamp per address (in order) from batch ``batch_id``; positions are durable when it returns.
+
+        ``identities`` names each chunk as the reference's stamper knows it
+        (``SOC.identity`` for a SOC; default: the addresses, right for CACs):
+        a chunk the batch holds keeps its position, another SOC at the same
+        address takes a new one.
 
         Raises ``UnknownBatch``, ``NotNodeBatch``, or ``BucketFull`` (an
         immutable batch's bucket has no free position; then no position of
@@ -119,21 +144,24 @@ class NodeStamper:
         for i, address in enumerate(addresses):
             if len(address) != ADDRESS_SIZE:
                 raise ValueError(f"address {i} is {len(address)} bytes; must be {ADDRESS_SIZE}")
+        keys = list(map(bytes, addresses if identities is None else identities))
+        if len(keys) != len(addresses) or any(len(k) != ADDRESS_SIZE for k in keys):
+            raise ValueError(f"identities must be one {ADDRESS_SIZE}-byte identity per address")
         with self._batch_lock(batch.id):  # held until the new positions are remembered; signing comes after
             slots: dict[bytes, tuple[int, int] | None] = {}  # the same chunk twice in one call shares one slot
-            new: list[bytes] = []
-            for address in map(bytes, addresses):
-                if address not in slots:
-                    slots[address] = held = self._held(address, batch.id)
+            new: list[tuple[bytes, bytes]] = []  # (identity, address)
+            for address, identity in zip(map(bytes, addresses), keys, strict=True):
+                if identity not in slots:
+                    slots[identity] = held = self._held(address, identity, batch.id)
                     if held is None:
-                        new.append(address)
-            positions = self.store.issuers.reserve(batch, [bucket_of(a, batch.bucket_depth) for a in new])
-            given = {a: (bucket_of(a, batch.bucket_depth), p) for a, p in zip(new, positions, strict=True)}
+                        new.append((identity, address))
+            positions = self.store.issuers.reserve(batch, [bucket_of(a, batch.bucket_depth) for _, a in new])
+            given = {i: (bucket_of(a, batch.bucket_depth), p) for (i, a), p in zip(new, positions, strict=True)}
             self._remember(batch.id, given)
         slots.update(given)
         stamps = []
-        for address, ts in zip(map(bytes, addresses), self._timestamps(len(addresses)), strict=True):
-            slot = slots[address]
-            assert slot is not None  # every new address got a position above
+        for address, identity, ts in zip(map(bytes, addresses), keys, self._timestamps(len(addresses)), strict=True):
+            slot = slots[identity]
+            assert slot is not None  # every new chunk got a position above
             stamps.append(sign_stamp(self.signer, address, batch.id, slot[0], slot[1], ts))
         return stamps

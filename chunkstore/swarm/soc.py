@@ -51,6 +51,12 @@ class SOC:
     def data(self) -> bytes:
         return self.id + self.signature + self.wrapped_data
 
+    @property
+    def identity(self) -> bytes:
+        """``keccak(address | wrapped address)``: what tells this SOC from another one at its address
+        (the reference's ``storage.IdentityAddress``, by which its stamper knows a chunk)."""
+        return keccak256(self.address, self.wrapped_address)
+
 
 def make_soc(signer: Signer, soc_id: bytes, wrapped_data: bytes) -> SOC:
     """Sign ``wrapped_data`` (a CAC's ``span | payload``) under ``soc_id``."""

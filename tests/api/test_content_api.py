@@ -756,6 +756,49 @@ async def test_soc_with_the_node_batch_and_with_someone_elses(ctx):
     await expect_error(r, 400, "pre-signed stamps are required")
 
 
+@pytest.mark.parametrize("route", ["/soc", "/chunks"])
+async def test_a_soc_with_new_content_at_its_address_takes_a_new_position(ctx, route):
+    """Bee's stamper knows a chunk by its identity address (pkg/api/api.go putterSessionWrapper.Put ->
+    pkg/storage/storage.go IdentityAddress: keccak(SOC address | wrapped chunk address) for a SOC), so a
+    SOC re-signed over other content under the same id is a new chunk to it: the next position of the
+    bucket. The very same SOC again keeps its position (a newer timestamp)."""
+    from chunkstore.swarm.cac import make_cac
+    from chunkstore.swarm.signer import Signer
+    from chunkstore.swarm.soc import make_soc
+    from chunkstore.swarm.stamp import bucket_of
+
+    owner = Signer(os.urandom(32))
+    soc_id = os.urandom(32)
+    # /chunks reads a body of up to 4104 bytes as a CAC first (as Bee): longer ones are SOCs only
+    size = 4000 if route == "/chunks" else 30
+    versions = [make_soc(owner, soc_id, make_cac(os.urandom(size))[1]) for _ in range(2)]
+    address = versions[0].address
+    assert versions[1].address == address
+
+    async def upload(soc):
+        if route == "/soc":
+            url = f"/soc/{owner.address.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}"
+            r = await ctx.client.post(url, data=soc.wrapped_data, headers=upload_headers())
+        else:
+            r = await ctx.client.post("/chunks", data=soc.data, headers=upload_headers())
+        assert r.status == 201 and (await r.json())["reference"] == address.hex(), await r.text()
+
+    async def collisions():
+        buckets = (await (await ctx.client.get(f"/stamps/{BATCH.hex()}/buckets")).json())["buckets"]
+        return buckets[bucket_of(address, 16)]["collisions"]
+
+    await upload(versions[0])
+    await upload(versions[0])
+    assert await collisions() == 1
+    await upload(versions[1])
+    assert await collisions() == 2
+    await upload(versions[1])
+    assert await collisions() == 2
+    assert ctx.store.get(address) == versions[1].data
+    positions = sorted(s.position for s in ctx.store.stamps_of(address) if s.batch_id == BATCH)
+    assert positions == [0, 1]
+
+
 async def test_bzz_unknown_and_malformed_references(ctx):
     await expect_error(await ctx.client.get(f"/bzz/{'ab' * 32}/index.html"), 404)
     await expect_error(await ctx.client.get(f"/bzz/{'ab' * 20}/index.html"), 400, "want 32 or 64 bytes")

@@ -28,8 +28,8 @@ def race_once(client: TestClient, store: ReserveStore, address: bytes, data: byt
     stamper = client.app[STATE].stamper
     real_stamp = stamper.stamp
 
-    def stamp_then_race(batch_id: bytes, addresses: list[bytes]) -> Any:
-        stamps = real_stamp(batch_id, addresses)
+    def stamp_then_race(batch_id: bytes, addresses: list[bytes], identities: list[bytes] | None = None) -> Any:
+        stamps = real_stamp(batch_id, addresses, identities)
         stamper.stamp = real_stamp  # only the first call races
         (newer,) = real_stamp(batch_id, [address])
         store.put(data, newer.to_bytes())

@@ -180,3 +180,26 @@ def test_positions_given_but_never_stored_are_remembered_within_a_bound(node, mo
     again = node.stamper.stamp(node.batch.id, first)  # none stored: the last four are remembered
     assert [s.index for s in again[2:]] == [s.index for s in taken[2:]]
     assert all(a.index != t.index for a, t in zip(again[:2], taken[:2], strict=True))
+
+
+def test_socs_at_one_address_are_told_apart_by_their_identity(node):
+    """The reference's stamper keys what it stamped by identity address (``SOC.identity`` for a SOC): two
+    SOCs at one address with other wrapped chunks take two positions, stored or not; each keeps its own."""
+    from chunkstore.swarm.soc import make_soc
+
+    owner = Signer(os.urandom(32))
+    soc_id = os.urandom(32)
+    one, two = (make_soc(owner, soc_id, make_cac(p)[1]) for p in (b"first content", b"second content"))
+    assert one.address == two.address and one.identity != two.identity
+
+    def stamp(soc):
+        return node.stamper.stamp(node.batch.id, [soc.address], [soc.identity])[0]
+
+    s1, s2 = stamp(one), stamp(two)  # neither stored yet: told apart by what the stamper gave out
+    assert s1.bucket == s2.bucket and {s1.position, s2.position} == {0, 1}
+    assert stamp(one).index == s1.index and stamp(two).index == s2.index
+    node.store.put(one.data, stamp(one))
+    node.stamper._given.clear()  # as after a restart: the store alone tells what the batch holds
+    assert stamp(one).index == s1.index  # the stored SOC is this one
+    assert stamp(two).position == 2  # another SOC at the address: a new position
+    assert sum(node.store.issuers.bucket_counts(node.batch.id, 16)) == 3
