@@ -129,11 +129,23 @@ def sample_parser() -> argparse.ArgumentParser:
 
 def sample_main(argv: list[str]) -> int:
     args = sample_parser().parse_args(_own(argv, "sample"))
+    from chunkstore.swarm.bmt import loading
+
+    # Before anything imports the backend: its kernels load in a thread, so that the sampler's scan kernels
+    # can compile aside meanwhile (sampler.start_pool), where a fresh install compiled one after the other.
+    loading.load_in_background()
     from chunkstore.reserve import ReserveStore
     from chunkstore.swarm.bmt import backend as hashing
     from chunkstore.swarm.errors import SwarmError
     from chunkstore.transfer.progress import bar
-    from sampler import InsufficientSample, expected_entries, make_inclusion_proofs, reserve_sample, sample_hash
+    from sampler import (
+        InsufficientSample,
+        expected_entries,
+        make_inclusion_proofs,
+        reserve_sample,
+        sample_hash,
+        start_pool,
+    )
     from sampler.render import render_rchash
 
     progress = sys.stderr.isatty()
@@ -148,6 +160,7 @@ def sample_main(argv: list[str]) -> int:
     except (SwarmError, OSError) as exc:
         print(f"chunkstore sample: cannot open store {args.data_dir}: {exc}", file=sys.stderr)
         return 2  # no usable store, as verify and export answer
+    start_pool(store, args.workers)  # the kernels, and the fork server the sample's workers fork from
     t0 = time.perf_counter()
     try:
         say(f"sampling {args.data_dir}: depth {args.depth}, anchor {args.anchor1.hex()}, consensus time {consensus}")

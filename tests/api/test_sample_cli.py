@@ -140,3 +140,20 @@ def test_progress_bar_on_a_terminal(store_dir, workers):
     assert "100%" in text and "chunk/s" in text
     # stdout stays the clean JSON answer
     assert list(json.loads(out)) == ["hash", "proofs", "durationSeconds"]
+
+
+def test_the_pool_starts_before_the_timed_sample(store_dir, capsys, monkeypatch):
+    """The CLI starts the sampler's pool (kernels, fork server) before its clock starts, as the daemon does
+    once it listens: the printed duration is the sample's and its proofs', and on a fresh install the scan
+    kernels compile aside while the BMT's load (sampler.start_pool)."""
+    import sampler
+
+    calls: list[str] = []
+    real_start, real_sample = sampler.start_pool, sampler.reserve_sample
+    monkeypatch.setattr(sampler, "start_pool", lambda *a, **k: calls.append("start_pool") or real_start(*a, **k))
+    monkeypatch.setattr(sampler, "reserve_sample", lambda *a, **k: calls.append("sample") or real_sample(*a, **k))
+    path, base = store_dir
+    rc = main(["--data-dir", path, "--depth", "0", "--anchor1", "64", "--anchor2", "1e",
+               "--consensus-time", str(base + 900), "--workers", "2"])  # fmt: skip
+    capsys.readouterr()
+    assert rc == 0 and calls == ["start_pool", "sample"]
