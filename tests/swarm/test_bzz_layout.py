@@ -202,6 +202,19 @@ def test_mime_builtin_table() -> None:
     assert MimeTable().type_of("a.dir/README") == ""
 
 
+def test_mime_lookup_lowers_non_ascii_as_go() -> None:
+    # Go's mime.TypeByExtension lowers a non-ASCII extension with strings.ToLower,
+    # the simple per-rune mapping: U+0130 (capital I with dot) becomes a plain "i",
+    # where Python's str.lower() gives "i" + U+0307. So Bee types "x.gİf" as a GIF.
+    assert type_by_extension(".g\u0130f") == "image/gif"
+    assert type_by_extension(".AV\u0130F") == "image/avif"
+    assert MimeTable().type_of("photos/x.G\u0130F") == "image/gif"
+    # per rune, so no final sigma either: Go lowers ".ΑΣ" to ".ασ", Python to ".ας"
+    table = MimeTable()
+    table.add(".\u03b1\u03c3", "application/x-sigma")
+    assert table.type_by_extension(".\u0391\u03a3") == "application/x-sigma"
+
+
 def test_mime_host_additions(tmp_path) -> None:
     types = tmp_path / "mime.types"
     types.write_text("# comment\ntext/plain txt text  # trailing\napplication/x-thing THING\nonlytype\n")

@@ -41,9 +41,19 @@ BUILTIN_TYPES: dict[str, str] = {
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _ascii_lower(text: str) -> str:
-    # Go lowers ASCII letters only on its fast path; non-ASCII goes through strings.ToLower.
-    return text.translate(_ASCII_LOWER) if text.isascii() else text.lower()
+def _go_lower_rune(ch: str) -> str:
+    # unicode.ToLower is the simple one-rune mapping. Python's str.lower() is the full
+    # mapping, which differs only for U+0130 ("i" + U+0307 where Go gives "i"), and
+    # applied per character it has no final-sigma context.
+    return "i" if ch == "\u0130" else ch.lower()
+
+
+def _go_lower(text: str) -> str:
+    # Go lowers ASCII letters only on its fast path; non-ASCII goes through
+    # strings.ToLower, which maps unicode.ToLower over the runes.
+    if text.isascii():
+        return text.translate(_ASCII_LOWER)
+    return "".join(map(_go_lower_rune, text))
 
 
 class MimeTable:
@@ -60,7 +70,7 @@ class MimeTable:
         if mime_type.startswith("text/") and ";" not in mime_type:
             mime_type = f"{mime_type.lower()}; charset=utf-8"
         self._exact[extension] = mime_type
-        self._lower[extension.lower()] = mime_type
+        self._lower[_go_lower(extension)] = mime_type
 
     def load_mime_types(self, path: str | Path) -> None:
         """Add a ``mime.types`` file (``type ext ext ...`` lines, ``#`` comments) the way Go reads it."""
@@ -78,7 +88,7 @@ class MimeTable:
         found = self._exact.get(extension)
         if found is not None:
             return found
-        return self._lower.get(_ascii_lower(extension), "")
+        return self._lower.get(_go_lower(extension), "")
 
     def type_of(self, name: str) -> str:
         """The type of a file name by its extension (Go's ``filepath.Ext`` rules), or ""."""
