@@ -82,6 +82,55 @@ def parse_go_bool(where: str, field: str, value: str) -> bool:
     raise ParamError(where, field, value, "invalid syntax")
 
 
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+
+
+def _go_query_unescape(text: str) -> str | None:
+    """Go's ``url.QueryUnescape``: ``+`` is a space, ``%XX`` a byte; ``None`` for a bad escape.
+
+    The bytes become text with ``surrogateescape``, so bytes that are no UTF-8
+    reach the manifest as the bytes they are, as Go's string keeps them.
+    """
+    raw = text.encode("utf-8", "surrogateescape")
+    if b"%" not in raw and b"+" not in raw:
+        return text
+    out = bytearray()
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == 0x25:  # %
+            pair = raw[i + 1:i + 3]
+            if len(pair) < 2 or pair[0] not in _HEX_DIGITS or pair[1] not in _HEX_DIGITS:
+                return None
+            out.append(int(pair, 16))
+            i += 3
+            continue
+        out.append(0x20 if c == 0x2B else c)
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def go_query(raw_query: str) -> dict[str, list[str]]:
+    """The query as Go's ``url.ParseQuery`` reads it (what ``r.URL.Query()`` gives a Bee handler).
+
+    ``raw_query`` is the query as sent, without the "?". Pairs split on "&"
+    only; since Go 1.17 a pair containing ";" is left out, and so is a pair
+    whose key or value has a malformed escape (``%zz``, a lone ``%``). yarl
+    keeps both, and turns escaped bytes that are no UTF-8 into U+FFFD.
+    """
+    values: dict[str, list[str]] = {}
+    for pair in raw_query.split("&"):
+        if ";" in pair or not pair:
+            continue
+        raw_key, _, raw_value = pair.partition("=")
+        key = _go_query_unescape(raw_key)
+        value = _go_query_unescape(raw_value)
+        if key is None or value is None:
+            continue
+        values.setdefault(key, []).append(value)
+    return values
+
+
 # Headers read by some handler or middleware, besides every ``Swarm-*`` one.
 READ_HEADERS = frozenset({"authorization", "content-type", "origin"})
 

@@ -52,7 +52,7 @@ from chunkstore.swarm.mantaray import Manifest
 from .bodyreader import BodyReader
 from .errors import ApiError, ParamError
 from .middleware import raw_query
-from .params import parse_go_bool
+from .params import go_query, parse_go_bool
 from .routes_bytes import open_joiner, parse_reference
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, FeedTarget, state_of
@@ -82,7 +82,8 @@ async def post_bzz(request: web.Request) -> web.Response:
     collection = bool(raw_collection) and parse_go_bool("header", COLLECTION_HEADER, raw_collection)
     if collection or media == MULTIPART:
         return await _post_collection(request, st, up, content_type, media, params)
-    name = request.query.get("name", "")
+    # Bee reads the name from r.URL.Query(): Go's rules for ";", bad escapes and raw bytes.
+    name = go_query(raw_query(request).removeprefix("?")).get("name", [""])[0]
     try:
         check_file_name(name)
     except SwarmError as exc:

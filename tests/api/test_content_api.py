@@ -716,6 +716,32 @@ async def test_bzz_tar_long_name_under_the_bound_meets_the_metadata_rule(ctx: Ct
     await expect_error(r, 400, "metadata is 1048638 bytes serialised; at most 65535")
 
 
+@pytest.mark.parametrize(("query", "name", "filename"), [
+    ("name=a;b", None, None),  # a pair with a semicolon is dropped (Go 1.17+)
+    ("name=a%zzb", None, None),  # so is a pair with a bad escape
+    ("name=%", None, None),
+    ("name=ok&x=%zz;", "ok", "ok"),  # the others stay
+    ("n%61me=a+b%2B", "a b+", "a b+"),
+    # a byte that is no UTF-8 stays that byte in the path; Go's JSON writes \ufffd for it
+    ("name=%FF.txt", "\udcff.txt", "\ufffd.txt"),
+    ("name=%E6%97.x", "\udce6\udc97.x", "\ufffd\ufffd.x"),
+], ids=["semicolon", "bad-escape", "lone-percent", "others-kept", "plus-and-key-escape", "ff", "truncated-utf8"])
+async def test_bzz_file_name_query_is_read_as_go_parses_it(
+    ctx: Ctx, query: str, name: str | None, filename: str | None
+) -> None:
+    # Bee reads ?name= from r.URL.Query() (net/url parseQuery): pairs with ";" or a
+    # malformed escape are left out, and the decoded bytes are kept as they are.
+    from yarl import URL
+
+    r = await ctx.client.post(URL("/bzz?" + query, encoded=True), data=b"data",
+                              headers=upload_headers(**{"Content-Type": "text/plain"}))
+    assert r.status == 201, await r.text()
+    ref = (await r.json())["reference"]
+    file_ref = split_bytes(b"data", level=Level.MEDIUM).hex()
+    metadata = _stored_metadata(ctx, ref, name if name is not None else file_ref)
+    assert metadata["Filename"] == (filename if filename is not None else file_ref)
+
+
 async def test_bzz_file_name_must_not_start_with_a_slash(ctx):
     r = await ctx.client.post("/bzz", data=b"x", params={"name": "/abs"}, headers=upload_headers(
         **{"Content-Type": "text/plain"}))
