@@ -85,14 +85,15 @@ def parse_go_bool(where: str, field: str, value: str) -> bool:
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
-def _go_query_unescape(text: str) -> str | None:
-    """Go's ``url.QueryUnescape``: ``+`` is a space, ``%XX`` a byte; ``None`` for a bad escape.
+def _go_unescape(text: str, plus_is_space: bool) -> str | None:
+    """Go's ``url.QueryUnescape`` (``plus_is_space``) or ``url.PathUnescape``: ``%XX`` is a byte;
+    ``None`` for a bad escape.
 
     The bytes become text with ``surrogateescape``, so bytes that are no UTF-8
     reach the manifest as the bytes they are, as Go's string keeps them.
     """
     raw = text.encode("utf-8", "surrogateescape")
-    if b"%" not in raw and b"+" not in raw:
+    if b"%" not in raw and not (plus_is_space and b"+" in raw):
         return text
     out = bytearray()
     i = 0
@@ -105,9 +106,14 @@ def _go_query_unescape(text: str) -> str | None:
             out.append(int(pair, 16))
             i += 3
             continue
-        out.append(0x20 if c == 0x2B else c)
+        out.append(0x20 if plus_is_space and c == 0x2B else c)
         i += 1
     return out.decode("utf-8", "surrogateescape")
+
+
+def go_path_unescape(raw_path: str) -> str | None:
+    """Go's ``url.PathUnescape`` of a path as sent (``None`` for a malformed escape)."""
+    return _go_unescape(raw_path, plus_is_space=False)
 
 
 def go_query(raw_query: str) -> dict[str, list[str]]:
@@ -123,8 +129,8 @@ def go_query(raw_query: str) -> dict[str, list[str]]:
         if ";" in pair or not pair:
             continue
         raw_key, _, raw_value = pair.partition("=")
-        key = _go_query_unescape(raw_key)
-        value = _go_query_unescape(raw_value)
+        key = _go_unescape(raw_key, plus_is_space=True)
+        value = _go_unescape(raw_value, plus_is_space=True)
         if key is None or value is None:
             continue
         values.setdefault(key, []).append(value)

@@ -52,7 +52,7 @@ from chunkstore.swarm.mantaray import Manifest
 from .bodyreader import BodyReader
 from .errors import ApiError, ParamError
 from .middleware import raw_query
-from .params import go_query, parse_go_bool
+from .params import go_path_unescape, go_query, parse_go_bool
 from .routes_bytes import open_joiner, parse_reference
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, FeedTarget, state_of
@@ -170,10 +170,23 @@ def _with_slash(request: web.Request) -> web.Response:
     return web.Response(status=308, text="308: Permanent Redirect", headers={"Location": location})
 
 
+def _path_var(request: web.Request) -> str:
+    """The ``{path}`` of ``/bzz/{address}/{path}`` as Bee's router sees it: Go's ``PathUnescape`` of
+    the path as sent, so escaped bytes that are no UTF-8 (``%FF``) are those bytes. yarl leaves such
+    escapes undecoded; for everything else the two agree."""
+    decoded = request.match_info.get("path", "")
+    _, _, after = request.raw_path.partition("?")[0].partition("/bzz/")
+    _, slash, raw = after.partition("/")
+    if not slash or "%" not in raw:
+        return decoded
+    unescaped = go_path_unescape(raw)
+    return decoded if unescaped is None else unescaped
+
+
 async def get_bzz(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     reference = parse_reference(request.match_info["address"])
-    path = request.match_info.get("path", "")
+    path = _path_var(request)
     refuse_act_download(request)
     check_retrieval_headers(request)
     try:

@@ -742,6 +742,25 @@ async def test_bzz_file_name_query_is_read_as_go_parses_it(
     assert metadata["Filename"] == (filename if filename is not None else file_ref)
 
 
+@pytest.mark.parametrize("raw", [b"bad\xff.html", b"d/\xc3(x.css", b"\xe6\x97/e.txt"], ids=["ff", "c3", "truncated"])
+async def test_bzz_path_with_bytes_that_are_no_utf8_is_served(ctx: Ctx, raw: bytes) -> None:
+    # A tar entry name is bytes; Bee stores them as the manifest path and serves the
+    # entry at the percent-escaped path: gorilla/mux matches r.URL.Path, which Go's
+    # url.PathUnescape decodes to the same bytes. yarl leaves such escapes undecoded.
+    from urllib.parse import quote
+
+    from yarl import URL
+
+    tar = make_tar([(raw.decode("utf-8", "surrogateescape"), b"abc")])
+    r = await ctx.client.post("/bzz", data=tar, headers=upload_headers(
+        **{"Content-Type": "application/x-tar", "Swarm-Collection": "true"}))
+    assert r.status == 201, await r.text()
+    ref = (await r.json())["reference"]
+    r = await ctx.client.get(URL(f"/bzz/{ref}/" + quote(raw, safe="/"), encoded=True))
+    assert r.status == 200, await r.text()
+    assert await r.read() == b"abc"
+
+
 async def test_bzz_file_name_must_not_start_with_a_slash(ctx):
     r = await ctx.client.post("/bzz", data=b"x", params={"name": "/abs"}, headers=upload_headers(
         **{"Content-Type": "text/plain"}))
