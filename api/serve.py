@@ -6,7 +6,8 @@
   past the size clamped): one range is a 206 with ``Content-Range``, several
   a 206 ``multipart/byteranges``; ranges that do not overlap the file are a
   416 with ``Content-Range: bytes */size`` (a JSON body, as every error
-  here); a malformed range header is a 416 too; ranges adding up to more than
+  here), except on an empty file, where Go ignores them and answers 200; a
+  malformed range header is a 416 too; ranges adding up to more than
   the file are ignored (the whole file, 200), all as Go does;
 - ``ETag`` (the quoted reference) with ``If-None-Match`` (304) and
   ``If-Range`` (a range only for the current ETag, compared strongly);
@@ -267,8 +268,10 @@ async def serve_file(
     try:
         ranges = parse_range(range_header, size)
     except RangeNotSatisfiable as exc:
-        extra = {"Content-Range": f"bytes */{size}"} if exc.no_overlap else {}
-        return error_response(416, str(exc), headers=extra)
+        if not (exc.no_overlap and size == 0):
+            extra = {"Content-Range": f"bytes */{size}"} if exc.no_overlap else {}
+            return error_response(416, str(exc), headers=extra)
+        ranges = []  # Go: a range that misses an empty file is ignored (clients that always send one), a 200
     if sum(r.length for r in ranges) > size:
         ranges = []  # more bytes asked for than the file has: an attack or a confused client; send it all
     status = 200

@@ -148,6 +148,21 @@ async def test_bytes_ranges_as_go_serves_them(ctx):
     assert r.status == 200 and await r.read() == data
 
 
+@pytest.mark.parametrize("header", ["bytes=0-", "bytes=0-0", "bytes=5-2", "bytes=0-1,3-4", "bytes=1-"])
+async def test_empty_file_ignores_a_range_as_go(ctx: Ctx, header: str) -> None:
+    # Go's serveContent: a range that misses an empty file is ignored (200, the empty body), not a 416,
+    # since "some clients add a Range header to all requests" (a <video>/<audio> element sends bytes=0-)
+    ref = await upload_bytes(ctx, b"")
+    r = await ctx.client.get(f"/bytes/{ref}", headers={"Range": header})
+    assert r.status == 200, await r.text()
+    assert await r.read() == b""
+    assert r.headers["Content-Length"] == "0" and "Content-Range" not in r.headers
+    assert r.headers["Accept-Ranges"] == "bytes"
+    r = await ctx.client.get(f"/bytes/{ref}", headers={"Range": "bytes=abc"})  # malformed: still a 416
+    await expect_error(r, 416, "invalid range")
+    assert "Content-Range" not in r.headers
+
+
 async def test_bytes_multiple_ranges_are_multipart(ctx):
     data = os.urandom(10_000)
     ref = await upload_bytes(ctx, data)
