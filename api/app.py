@@ -54,6 +54,7 @@ from .middleware import (
     access_middleware,
     clean_path_middleware,
     cors_middleware,
+    cors_on_prepare,
     error_middleware,
     header_middleware,
 )
@@ -163,6 +164,7 @@ def make_app(
     app = web.Application(middlewares=middlewares,
                           client_max_size=config.max_body, handler_args={"auto_decompress": False})
     app[STATE] = state
+    app.on_response_prepare.append(cors_on_prepare)
     routes_status.add_routes(app)
     routes_chunkstream.add_routes(app)  # before /chunks/{address}, which would take "stream" for an address
     routes_chunks.add_routes(app)

@@ -116,10 +116,18 @@ def origin_allowed(request: web.Request, allowed: tuple[str, ...]) -> bool:
 
 @web.middleware
 async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """CORS headers for allowed origins; ``OPTIONS`` answered 204 with ``Allow`` as the reference does."""
+    """``OPTIONS`` answered 204 with ``Allow`` as the reference does; the CORS headers themselves are
+    added by ``cors_on_prepare``, as every answer's headers go out."""
     resp = await handler(request)
     if request.method == "OPTIONS" and resp.status == 405:
         resp = web.Response(status=204, headers={"Allow": resp.headers.get("Allow", "")})
+    return resp
+
+
+async def cors_on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
+    """CORS headers for allowed origins, on every answer: also a streamed one (a download), whose headers
+    are sent by the handler before any middleware sees the response again. The reference's corsHandler
+    sets them before its handlers write, so every answer of its has them."""
     origin = request.headers.get("Origin")
     # an origin with hostile bytes was answered 400 by header_middleware: never echo it back
     if origin and header_ok(origin) and origin_allowed(request, request.app[STATE].config.cors_allowed_origins):
@@ -128,7 +136,6 @@ async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamR
         resp.headers["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
         resp.headers["Access-Control-Allow-Methods"] = "GET, HEAD, OPTIONS, POST, PUT, DELETE"
         resp.headers["Access-Control-Max-Age"] = "3600"
-    return resp
 
 
 def clean_path(path: str) -> str:

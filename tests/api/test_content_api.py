@@ -961,3 +961,33 @@ async def test_downloads_read_their_retrieval_headers_as_the_reference(ctx, name
             assert r.status == 200 and await r.read() == b"retrieved", (path, await r.text())
         else:
             await expect_error(r, 400, "invalid header params|could not parse headers")
+
+
+async def test_downloads_carry_cors_headers_for_an_allowed_origin(tmp_path):
+    # Bee's corsHandler sets Access-Control-Allow-Origin before the handler writes anything, so every
+    # download answer has it: without it a browser app on an allowed origin cannot read the file
+    app, _ = content_app(tmp_path, cors_allowed_origins=("https://app.example",))
+    origin = {"Origin": "https://app.example"}
+    async with TestClient(TestServer(app)) as client:
+        await register_batch(client)
+        data = os.urandom(5000)
+        r = await client.post("/bytes", data=data, headers=upload_headers())
+        ref = (await r.json())["reference"]
+        r = await client.post("/bzz?name=a.bin", data=data, headers=upload_headers(**{"Content-Type": "text/x-a"}))
+        file_ref = (await r.json())["reference"]
+        for method, url, extra, status in [
+            ("GET", f"/bytes/{ref}", {}, 200),
+            ("GET", f"/bytes/{ref}", {"Range": "bytes=0-9"}, 206),
+            ("GET", f"/bytes/{ref}", {"Range": "bytes=0-9,20-29"}, 206),
+            ("GET", f"/bytes/{ref}", {"If-None-Match": f'"{ref}"'}, 304),
+            ("HEAD", f"/bytes/{ref}", {}, 200),
+            ("GET", f"/bzz/{file_ref}/", {}, 200),
+            ("HEAD", f"/bzz/{file_ref}/a.bin", {}, 200),
+        ]:
+            r = await client.request(method, url, headers={**origin, **extra})
+            assert r.status == status, (method, url, extra, await r.text())
+            assert r.headers.get("Access-Control-Allow-Origin") == "https://app.example", (method, url, extra)
+            assert r.headers["Access-Control-Allow-Credentials"] == "true"
+            await r.read()
+        r = await client.get(f"/bytes/{ref}", headers={"Origin": "https://evil.example"})
+        assert r.status == 200 and "Access-Control-Allow-Origin" not in r.headers
