@@ -49,11 +49,19 @@ def entry(address: bytes, data: bytes, stamp: Stamp | bytes) -> Entry:
 
 
 def mixed_entries(stamper: Stamper, cacs: int = 20, full: int = 5, socs: int = 4) -> list[Entry]:
-    """Short and full CACs and SOCs, each under a fresh slot of ``stamper``'s batch."""
-    chunks = [random_cac(os.urandom(1)[0] % 300) for _ in range(cacs)]
-    chunks += [random_cac(4096) for _ in range(full)]
-    chunks += [random_soc(100) for _ in range(socs)]
-    return [entry(a, d, stamper.stamp(a)) for a, d in chunks]
+    """Short and full CACs and SOCs, each a different chunk, each under a fresh slot of ``stamper``'s batch.
+
+    Short payloads are random in length from 0 bytes, so two of them can be the same chunk (two empty
+    ones, about one run in 500): drawn again, as tests count the chunks as distinct."""
+    makers = [lambda: random_cac(os.urandom(1)[0] % 300)] * cacs + [lambda: random_cac(4096)] * full
+    makers += [lambda: random_soc(100)] * socs
+    chunks: dict[bytes, bytes] = {}
+    for make in makers:
+        a, d = make()
+        while a in chunks:
+            a, d = make()
+        chunks[a] = d
+    return [entry(a, d, stamper.stamp(a)) for a, d in chunks.items()]
 
 
 def write_tar(path: str, entries: list[Entry], *, reference_quirks: bool = False) -> None:
