@@ -41,8 +41,8 @@ from chunkstore.store.errors import ChunkNotFound
 from chunkstore.store.store import ChunkStore
 from chunkstore.swarm.cac import cac_address
 from chunkstore.swarm.constants import ADDRESS_SIZE, SOC_HEADER_SIZE
-from chunkstore.swarm.keccak import keccak256
 from chunkstore.swarm.signer import Signer
+from chunkstore.swarm.soc import soc_identity
 from chunkstore.swarm.stamp import Stamp, bucket_of, sign_stamp, split_index
 
 from .errors import NotNodeBatch
@@ -109,7 +109,7 @@ class NodeStamper:
             stored = self.store.get(address)
         except ChunkNotFound:
             return None
-        if keccak256(address, cac_address(bytes(stored[SOC_HEADER_SIZE:]))) != identity:
+        if soc_identity(address, cac_address(bytes(stored[SOC_HEADER_SIZE:]))) != identity:
             return None
         return split_index(max(stamps, key=lambda s: s.timestamp_ns).index)
 

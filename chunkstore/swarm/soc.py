@@ -38,6 +38,12 @@ def soc_digest(soc_id: bytes, wrapped_address: bytes) -> bytes:
     return keccak256(soc_id, wrapped_address)
 
 
+def soc_identity(address: bytes, wrapped_address: bytes) -> bytes:
+    """``keccak(address | wrapped address)``: what tells a SOC from another one at its address (the
+    reference's ``storage.IdentityAddress``, by which its stamper knows a chunk)."""
+    return keccak256(address, wrapped_address)
+
+
 @dataclass(frozen=True)
 class SOC:
     id: bytes
@@ -53,9 +59,8 @@ class SOC:
 
     @property
     def identity(self) -> bytes:
-        """``keccak(address | wrapped address)``: what tells this SOC from another one at its address
-        (the reference's ``storage.IdentityAddress``, by which its stamper knows a chunk)."""
-        return keccak256(self.address, self.wrapped_address)
+        """``soc_identity`` of this SOC."""
+        return soc_identity(self.address, self.wrapped_address)
 
 
 def make_soc(signer: Signer, soc_id: bytes, wrapped_data: bytes) -> SOC:
