@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import unquote_to_bytes
 
 from chunkstore.swarm.digits import decimal_below
 
@@ -82,33 +83,22 @@ def parse_go_bool(where: str, field: str, value: str) -> bool:
     raise ParamError(where, field, value, "invalid syntax")
 
 
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
+_BAD_ESCAPE = re.compile(rb"%(?![0-9a-fA-F]{2})")  # a "%" without two hex digits: Go refuses the whole text
 
 
 def _go_unescape(text: str, plus_is_space: bool) -> str | None:
     """Go's ``url.QueryUnescape`` (``plus_is_space``) or ``url.PathUnescape``: ``%XX`` is a byte;
-    ``None`` for a bad escape.
+    ``None`` for a bad escape, which ``urllib.parse`` would leave as it is.
 
     The bytes become text with ``surrogateescape``, so bytes that are no UTF-8
     reach the manifest as the bytes they are, as Go's string keeps them.
     """
     raw = text.encode("utf-8", "surrogateescape")
-    if b"%" not in raw and not (plus_is_space and b"+" in raw):
-        return text
-    out = bytearray()
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c == 0x25:  # %
-            pair = raw[i + 1:i + 3]
-            if len(pair) < 2 or pair[0] not in _HEX_DIGITS or pair[1] not in _HEX_DIGITS:
-                return None
-            out.append(int(pair, 16))
-            i += 3
-            continue
-        out.append(0x20 if plus_is_space and c == 0x2B else c)
-        i += 1
-    return out.decode("utf-8", "surrogateescape")
+    if _BAD_ESCAPE.search(raw):
+        return None
+    if plus_is_space:
+        raw = raw.replace(b"+", b" ")  # before unescaping: "%2B" stays a "+"
+    return unquote_to_bytes(raw).decode("utf-8", "surrogateescape")
 
 
 def go_path_unescape(raw_path: str) -> str | None:
