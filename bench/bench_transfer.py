@@ -36,6 +36,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -141,6 +142,16 @@ def _stored_bytes(store: str) -> int:
                if f == "data.mdb")
 
 
+def _records(tar: tarfile.TarFile, limit: int) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(address, data, stamp) of the export's first ``limit`` entries (``u32 length | data | stamp`` each)."""
+    for i, member in enumerate(tar):
+        if i >= limit:
+            return
+        raw = tar.extractfile(member).read()
+        length = int.from_bytes(raw[:4], "big")
+        yield bytes.fromhex(member.name), raw[4 : 4 + length], raw[4 + length :]
+
+
 def validation_seconds(tar_path: str, records: int = 4000) -> float:
     """Seconds one process spends validating one record of the tar (BMT hash, SOC and stamp signatures), now.
 
@@ -153,14 +164,10 @@ def validation_seconds(tar_path: str, records: int = 4000) -> float:
 
     addresses, stamps, datas = [], [], []
     with tarfile.open(tar_path) as tar:
-        for member in tar:
-            raw = tar.extractfile(member).read()
-            length = int.from_bytes(raw[:4], "big")
-            addresses.append(bytes.fromhex(member.name))
-            datas.append(raw[4 : 4 + length])
-            stamps.append(raw[4 + length :])
-            if len(datas) >= records:
-                break
+        for address, data, stamp in _records(tar, records):
+            addresses.append(address)
+            datas.append(data)
+            stamps.append(stamp)
     n = len(datas)
     lengths = np.array([len(d) for d in datas], np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths[:-1]))).astype(np.int64)
@@ -187,13 +194,9 @@ def _child_naive(args: argparse.Namespace) -> None:
         store.batches.add(_batch())
         n = 0
         t = time.perf_counter()
-        for member in tar:
-            raw = tar.extractfile(member).read()
-            length = int.from_bytes(raw[:4], "big")
-            store.put(raw[4 : 4 + length], raw[4 + length :], address=bytes.fromhex(member.name))
+        for address, data, stamp in _records(tar, args.limit):
+            store.put(data, stamp, address=address)
             n += 1
-            if n >= args.limit:
-                break
         seconds = time.perf_counter() - t
     print(json.dumps({"records": n, "seconds": seconds, "peak_rss": peak_rss_bytes()}))
 
