@@ -54,7 +54,7 @@ from chunkstore.swarm.jsontext import parse_json
 from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
-from .errors import ApiError, ParamError, json_response
+from .errors import ApiError, ParamError, json_response, status_response
 from .params import decode_hex, parse_go_bool, parse_uint
 from .routes_chainstate import current
 from .state import AppState, state_of
@@ -166,7 +166,7 @@ async def patch_label(request: web.Request) -> web.Response:
     if not isinstance(label, str) or not label.strip():
         raise ApiError(400, "label is required")
     await st.run(_relabel, st, batch_id, label)
-    return json_response(None)
+    return status_response()  # Bee's jsonhttp.OK(w, nil): {"code": 200, "message": "OK"}
 
 
 def _relabel(st: AppState, batch_id: bytes, label: str) -> None:

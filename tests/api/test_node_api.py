@@ -109,6 +109,8 @@ async def test_stamps_of_the_node(client):
     assert max(b["collisions"] for b in buckets["buckets"]) == one["utilization"]
     r = await client.patch(f"/stamps/{BATCH.hex()}", json={"label": "renamed"})
     assert r.status == 200
+    # Bee's jsonhttp.OK(w, nil) (postage.go, postageUpdateLabelHandler): the status text, not a JSON null
+    assert await r.json() == {"code": 200, "message": "OK"}
     assert (await (await client.get(f"/stamps/{BATCH.hex()}")).json())["label"] == "renamed"
 
 
