@@ -114,27 +114,40 @@ def origin_allowed(request: web.Request, allowed: tuple[str, ...]) -> bool:
     return any(v == "*" or v.lower() == origin.lower() for v in (*allowed, own))
 
 
+def bee_allow(allow: str) -> str:
+    """A route's methods as the reference lists them (``jsonhttp.HandleMethods``): sorted, joined with
+    ", " (aiohttp writes "GET,HEAD")."""
+    return ", ".join(sorted({m.strip() for m in allow.split(",") if m.strip()}))
+
+
 @web.middleware
 async def cors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """``OPTIONS`` answered 204 with ``Allow`` as the reference does; the CORS headers themselves are
     added by ``cors_on_prepare``, as every answer's headers go out."""
     resp = await handler(request)
     if request.method == "OPTIONS" and resp.status == 405:
-        resp = web.Response(status=204, headers={"Allow": resp.headers.get("Allow", "")})
+        resp = web.Response(status=204, headers={"Allow": bee_allow(resp.headers.get("Allow", ""))})
     return resp
 
 
 async def cors_on_prepare(request: web.Request, resp: web.StreamResponse) -> None:
     """CORS headers for allowed origins, on every answer: also a streamed one (a download), whose headers
     are sent by the handler before any middleware sees the response again. The reference's corsHandler
-    sets them before its handlers write, so every answer of its has them."""
+    sets them before its handlers write, so every answer of its has them.
+
+    An answer that names the route's methods (an ``OPTIONS`` preflight, a 405) names them, on a CORS
+    request, in ``Access-Control-Allow-Methods`` instead of ``Allow``, as the reference's
+    ``jsonhttp.HandleMethods`` does: the generic list lacks ``PATCH``, which a browser would then refuse
+    to send (``PATCH /tags/{id}``, ``/stamps/topup``)."""
     origin = request.headers.get("Origin")
     # an origin with hostile bytes was answered 400 by header_middleware: never echo it back
     if origin and header_ok(origin) and origin_allowed(request, request.app[STATE].config.cors_allowed_origins):
+        route_methods = resp.headers.pop("Allow", None)
         resp.headers["Access-Control-Allow-Credentials"] = "true"
         resp.headers["Access-Control-Allow-Origin"] = origin
         resp.headers["Access-Control-Allow-Headers"] = CORS_ALLOWED_HEADERS
-        resp.headers["Access-Control-Allow-Methods"] = "GET, HEAD, OPTIONS, POST, PUT, DELETE"
+        resp.headers["Access-Control-Allow-Methods"] = (bee_allow(route_methods) if route_methods
+                                                        else "GET, HEAD, OPTIONS, POST, PUT, DELETE")
         resp.headers["Access-Control-Max-Age"] = "3600"
 
 
@@ -206,7 +219,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status in _PASS_THROUGH_STATUSES:
             raise
-        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after", "www-authenticate")}
+        headers = {k: bee_allow(v) if k.lower() == "allow" else v for k, v in exc.headers.items()
+                   if k.lower() in ("allow", "retry-after", "www-authenticate")}
         message = status_text(exc.status)
         detail = (exc.text or "").strip()
         if detail and not detail.startswith(f"{exc.status}:"):

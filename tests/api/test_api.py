@@ -598,13 +598,35 @@ async def test_cors_and_options(tmp_path):
     async with TestClient(TestServer(app)) as client:
         r = await client.options("/chunks", headers={"Origin": "https://app.example"})
         assert r.status == 204
-        assert "POST" in r.headers["Allow"]
+        assert r.headers["Access-Control-Allow-Methods"] == "POST"
         assert r.headers["Access-Control-Allow-Origin"] == "https://app.example"
         assert "Swarm-Postage-Stamp" in r.headers["Access-Control-Allow-Headers"]
         r = await client.get("/health", headers={"Origin": "https://evil.example"})
         assert r.status == 200 and "Access-Control-Allow-Origin" not in r.headers
         r = await client.get(f"/chunks/{'00' * 32}", headers={"Origin": "https://app.example"})
         assert r.status == 404 and r.headers["Access-Control-Allow-Origin"] == "https://app.example"
+
+
+async def test_cors_preflight_names_the_routes_methods(tmp_path):
+    """Bee's jsonhttp.HandleMethods (pkg/jsonhttp/handlers.go): on a CORS request the route's methods replace
+    corsHandler's generic Access-Control-Allow-Methods (which lacks PATCH), and there is no Allow; without
+    CORS the methods are the Allow header. Either way sorted and joined with ", "."""
+    app, _ = build(tmp_path, cors_allowed_origins=("https://app.example",))
+    origin = {"Origin": "https://app.example", "Access-Control-Request-Method": "PATCH"}
+    async with TestClient(TestServer(app)) as client:
+        r = await client.options("/tags/1", headers=origin)
+        assert r.status == 204
+        assert r.headers["Access-Control-Allow-Methods"] == "DELETE, GET, PATCH"  # a browser may PATCH a tag
+        assert "Allow" not in r.headers
+        r = await client.options("/tags/1")
+        assert r.status == 204 and r.headers["Allow"] == "DELETE, GET, PATCH"
+        assert "Access-Control-Allow-Methods" not in r.headers
+        r = await client.delete("/chunks", headers={"Origin": "https://app.example"})
+        assert r.status == 405 and r.headers["Access-Control-Allow-Methods"] == "POST" and "Allow" not in r.headers
+        r = await client.delete(f"/bytes/{'00' * 32}")
+        assert r.status == 405 and r.headers["Allow"] == "GET, HEAD"
+        r = await client.get("/health", headers={"Origin": "https://app.example"})
+        assert r.headers["Access-Control-Allow-Methods"] == "GET, HEAD, OPTIONS, POST, PUT, DELETE"
 
 
 async def test_concurrent_uploads_are_grouped_and_a_bad_one_fails_alone(env):
