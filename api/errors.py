@@ -151,6 +151,17 @@ def error_response(
     return json_response(error_payload(status, message, reasons), status=status, headers=headers)
 
 
+def method_not_allowed(*allowed: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A handler answering 405 with ``Allow: allowed``: for the other methods of a literal route that a
+    parameter route beside it would otherwise take (``/pins/check`` before ``/pins/{reference}``), as
+    the reference's router matches the literal path first whatever the method."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+    return handler
+
+
 class ApiError(Exception):
     """Raised by handlers to answer with a JSON error; the middleware renders it."""
 

@@ -63,7 +63,7 @@ from chunkstore.swarm.bmt import chunk_hash
 from chunkstore.swarm.constants import BATCH_ID_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE, SPAN_SIZE, STAMP_SIZE
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, SwarmError
 
-from .errors import ApiError
+from .errors import ApiError, method_not_allowed
 from .params import decode_hex, parse_uint
 from .putqueue import put_restamping
 from .routes_chunks import BATCH_HEADER, TAG_HEADER
@@ -405,3 +405,4 @@ async def close_streams(st: AppState) -> None:
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
     for p in prefixes:
         app.router.add_get(p + "/chunks/stream", chunk_stream, allow_head=False)
+        app.router.add_route("*", p + "/chunks/stream", method_not_allowed("GET"))  # not /chunks/{address}

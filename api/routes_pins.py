@@ -35,7 +35,7 @@ from chunkstore.swarm.file import ChunkMissing, FileError
 from chunkstore.swarm.mantaray import ManifestError
 from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL, Level
 
-from .errors import ApiError, ParamError, json_body, json_response, status_response
+from .errors import ApiError, ParamError, json_body, json_response, method_not_allowed, status_response
 from .params import decode_hex, parse_uint
 from .state import state_of
 
@@ -132,6 +132,7 @@ def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) ->
     for p in prefixes:
         app.router.add_get(p + "/pins", list_pins, allow_head=False)
         app.router.add_get(p + "/pins/check", check_pins, allow_head=False)
+        app.router.add_route("*", p + "/pins/check", method_not_allowed("GET"))  # not /pins/{reference}
         app.router.add_post(p + "/pins/{reference}", pin)
         app.router.add_get(p + "/pins/{reference}", get_pin, allow_head=False)
         app.router.add_delete(p + "/pins/{reference}", unpin)

@@ -295,6 +295,24 @@ async def test_pin_check_reports_a_missing_chunk(ctx):
     assert (line["total"], line["missing"], line["invalid"]) == (6, 1, 1)  # five leaves and the root
 
 
+@pytest.mark.parametrize("prefix", ["", "/v1"])
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("POST", "/pins/check", "GET"), ("DELETE", "/pins/check", "GET"), ("HEAD", "/pins/check", "GET"),
+    ("HEAD", "/chunks/stream", "GET"), ("POST", "/chunks/stream", "GET"),
+])
+async def test_literal_routes_refuse_other_methods_before_the_parameter_route(ctx, prefix, method, path, allow):
+    """Bee's router (pkg/api/router.go) registers /pins/check before /pins/{reference} and /chunks/stream
+    before /chunks/{address}; gorilla/mux matches the path alone, so another method is the literal route's
+    405 (jsonhttp.MethodHandler), not the parameter route reading "check" or "stream" as a reference."""
+    r = await ctx.client.request(method, prefix + path)
+    assert r.status == 405, await r.text()
+    assert r.headers["Allow"] == allow
+    if method != "HEAD":
+        assert (await expect_error(r, 405))["message"] == "Method Not Allowed"
+    r = await ctx.client.options(prefix + path)
+    assert r.status == 204 and r.headers["Allow"] == allow
+
+
 async def test_soc_upload_pinned(ctx):
     from chunkstore.swarm.soc import make_soc
 
