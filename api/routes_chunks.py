@@ -42,7 +42,7 @@ from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint
 from .putqueue import put_restamping
 from .state import AppState, state_of
-from .uploads import DEFERRED_HEADER, PIN_HEADER, refuse_act_download
+from .uploads import DEFERRED_HEADER, PIN_HEADER, refuse_act_download, refuse_act_upload
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,12 @@ MSG_PRESIGNED = (
 
 
 def stamp_from_headers(request: web.Request) -> bytes | None:
-    """The raw 113-byte stamp of an upload, None for a node-stamped one (batch id only), or an ApiError."""
+    """The raw 113-byte stamp of an upload, None for a node-stamped one (batch id only), or an ApiError
+    (also for a bad Swarm-Tag, or Swarm-Act, read with them)."""
     tag = request.headers.get(TAG_HEADER)
     if tag:
         parse_uint("header", TAG_HEADER, tag)
+    refuse_act_upload(request)  # read with the other headers, as the reference reads Swarm-Act
     stamp_hex = request.headers.get(STAMP_HEADER, "")
     batch_hex = request.headers.get(BATCH_HEADER, "")
     if stamp_hex:

@@ -114,6 +114,16 @@ def refuse_act_download(request: web.Request) -> None:
         raise ApiError(501, ACT_UNSUPPORTED)
 
 
+def refuse_act_upload(request: web.Request) -> None:
+    """``Swarm-Act`` read as the reference reads it (Go's ``ParseBool``: 400 otherwise); ``true`` is a 501.
+
+    The reference answers an ACT upload (``/bytes``, ``/bzz``, ``/chunks``, ``/soc``, ``/feeds``) with
+    the reference of an access-control entry, not of the content: storing the content and answering
+    its own reference would hand the client another reference than the one it asked for."""
+    if _bool_header(request, ACT_HEADER):
+        raise ApiError(501, ACT_UNSUPPORTED)
+
+
 def parse_upload(request: web.Request) -> UploadRequest:
     """The upload headers of a ``/bytes``, ``/bzz`` (or feed) upload, or a 4xx naming the bad one."""
     hint = (f"; '{STAMP_HEADER}' (a pre-signed stamp) covers one chunk only: use POST /chunks for that"
@@ -121,8 +131,7 @@ def parse_upload(request: web.Request) -> UploadRequest:
     batch_id = required_batch_id(request, hint)
     tag_raw = request.headers.get(TAG_HEADER, "")
     tag = parse_uint("header", TAG_HEADER, tag_raw) if tag_raw else 0
-    if _bool_header(request, ACT_HEADER):
-        raise ApiError(501, ACT_UNSUPPORTED)
+    refuse_act_upload(request)
     deferred = _bool_header(request, DEFERRED_HEADER)
     return UploadRequest(
         batch_id=batch_id,

@@ -262,6 +262,31 @@ async def test_upload_header_refusals(ctx):
     assert ctx.store.stats()["chunks"] == 0
 
 
+@pytest.mark.parametrize("endpoint", ["chunks", "soc"])
+async def test_single_chunk_uploads_refuse_access_control_as_content_uploads_do(ctx, endpoint):
+    """Bee's chunkUploadHandler and socUploadHandler (pkg/api/chunk.go, soc.go) read Swarm-Act with the
+    other headers (a value ParseBool refuses is 400 "invalid header params") and, when true, answer an ACT
+    reference with Swarm-Act-History-Address: storing the chunk plain and answering its own address
+    would hand the client another reference than the reference's, so it is the 501 of /bytes."""
+    from chunkstore.swarm.cac import make_cac
+    from chunkstore.swarm.soc import make_soc
+    from tests.store.helpers import SOC_KEY, signer
+
+    address, data = make_cac(b"no access control here")
+    url = "/chunks"
+    if endpoint == "soc":
+        soc = make_soc(signer(SOC_KEY), os.urandom(32), data)
+        url = f"/soc/{soc.owner.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}"
+    c = ctx.client
+    await expect_error(await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "maybe"})), 400,
+                       "invalid header params.*Swarm-Act")
+    await expect_error(await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "true"})), 501,
+                       r"access control \(Swarm-Act\) is not supported")
+    assert ctx.store.stats()["chunks"] == 0
+    r = await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "false"}))
+    assert r.status == 201, await r.text()
+
+
 @pytest.mark.parametrize(("method", "path"), [("POST", "/grantee"), ("GET", f"/grantee/{'ab' * 32}"),
                                               ("PATCH", f"/v1/grantee/{'ab' * 32}")])
 async def test_access_control_routes_say_it_is_not_served(ctx, method, path):
