@@ -38,12 +38,13 @@ from chunkstore.reserve import OutOfRadius
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
 from chunkstore.swarm.constants import BATCH_ID_SIZE
 from chunkstore.swarm.errors import BucketFull, SwarmError
+from chunkstore.swarm.pss import PssError, parse_public_key
 from chunkstore.swarm.redundancy.level import DEFAULT_UPLOAD_LEVEL, Level
 
 from .bodyreader import BodyReader
 from .errors import ApiError, ParamError, json_response, nearest, status_for
 from .middleware import write_refused
-from .params import decode_hex, parse_go_bool, parse_uint
+from .params import decode_hex, parse_go_bool, parse_int, parse_uint
 from .state import AppState
 
 T = TypeVar("T")
@@ -59,6 +60,7 @@ ACT_HEADER = "Swarm-Act"
 ACT_UNSUPPORTED = "access control (Swarm-Act) is not supported by this node"
 ACT_PUBLISHER_HEADER = "Swarm-Act-Publisher"
 ACT_HISTORY_HEADER = "Swarm-Act-History-Address"
+ACT_TIMESTAMP_HEADER = "Swarm-Act-Timestamp"
 
 
 @dataclass
@@ -103,6 +105,27 @@ def required_batch_id(request: web.Request, hint: str = "") -> bytes:
     return decode_hex("header", BATCH_HEADER.lower(), raw_batch, size=BATCH_ID_SIZE)
 
 
+def check_act_headers(request: web.Request, *, download: bool) -> None:
+    """The ACT headers the reference reads on every upload and download (``mapStructure``, whether or not
+    it does access control for the request): a value it cannot read is its 400. The history address is
+    hex (``swarm.Address``); a download's timestamp an int64 and its publisher a secp256k1 public key
+    (``actDecryptionHandler``, ``pss.ParseRecipient``)."""
+    history = request.headers.get(ACT_HISTORY_HEADER, "")
+    if history:
+        decode_hex("header", ACT_HISTORY_HEADER, history)
+    if not download:
+        return
+    timestamp = request.headers.get(ACT_TIMESTAMP_HEADER, "")
+    if timestamp:
+        parse_int("header", ACT_TIMESTAMP_HEADER, timestamp)
+    publisher = request.headers.get(ACT_PUBLISHER_HEADER, "")
+    if publisher:
+        try:
+            parse_public_key(decode_hex("header", ACT_PUBLISHER_HEADER, publisher))
+        except PssError as exc:
+            raise ParamError("header", ACT_PUBLISHER_HEADER, publisher, str(exc)) from None
+
+
 def refuse_act_download(request: web.Request) -> None:
     """A download naming an ACT publisher and history address is a 501, as an ACT upload is.
 
@@ -110,6 +133,7 @@ def refuse_act_download(request: web.Request) -> None:
     of ``/bytes``, ``/chunks`` and ``/bzz``) and serves what it leads to; serving the path's reference
     as it is would hand the client other bytes than it asked for. With either header alone the
     reference serves the content undecrypted, and so does this node."""
+    check_act_headers(request, download=True)
     if request.headers.get(ACT_PUBLISHER_HEADER) and request.headers.get(ACT_HISTORY_HEADER):
         raise ApiError(501, ACT_UNSUPPORTED)
 
@@ -120,6 +144,7 @@ def refuse_act_upload(request: web.Request) -> None:
     The reference answers an ACT upload (``/bytes``, ``/bzz``, ``/chunks``, ``/soc``, ``/feeds``) with
     the reference of an access-control entry, not of the content: storing the content and answering
     its own reference would hand the client another reference than the one it asked for."""
+    check_act_headers(request, download=False)
     if _bool_header(request, ACT_HEADER):
         raise ApiError(501, ACT_UNSUPPORTED)
 

@@ -315,6 +315,34 @@ async def test_downloads_through_access_control_are_not_served(ctx):
         assert (await c.get(f"/bzz/{bzz}/", headers={one: act[one]})).status == 200
 
 
+async def test_act_headers_bee_cannot_read_are_400(ctx):
+    """Bee reads the ACT headers of every upload and download through mapStructure, whether or not it
+    does access control for the request: Swarm-Act-History-Address as a swarm.Address (hex) on uploads
+    (pkg/api/bytes.go, bzz.go, chunk.go, soc.go, feed.go) and downloads, Swarm-Act-Timestamp as an int64
+    and Swarm-Act-Publisher as a secp256k1 public key on downloads (actDecryptionHandler,
+    pkg/api/accesscontrol.go); a value it cannot read is 400 "invalid header params"."""
+    from chunkstore.swarm.cac import make_cac
+
+    c = ctx.client
+    ref = await upload_bytes(ctx, b"act-less content", **{"Swarm-Redundancy-Level": "0"})
+    _, chunk = make_cac(b"a chunk")
+    history = "Swarm-Act-History-Address"
+    for path, body in (("/bytes", b"x"), ("/bzz?name=x.txt", b"x"), ("/chunks", chunk),
+                       (f"/feeds/{'ab' * 20}/{'cd' * 32}", b"")):
+        for value in ("zz", "abc"):
+            r = await c.post(path, data=body, headers=upload_headers(**{history: value}))
+            await expect_error(r, 400, f"invalid header params.*{history}")
+    for name, value in ((history, "zz"), ("Swarm-Act-Timestamp", "soon"), ("Swarm-Act-Timestamp", "9" * 20),
+                        ("Swarm-Act-Publisher", "zz"), ("Swarm-Act-Publisher", "02" + "00" * 32)):
+        for path in (f"/bytes/{ref}", f"/chunks/{ref}"):
+            await expect_error(await c.get(path, headers={name: value}), 400, f"invalid header params.*{name}")
+            assert (await c.head(path, headers={name: value})).status == 400
+    good = {history: "cd" * 32, "Swarm-Act-Timestamp": "1", "Swarm-Act-Publisher": "02" + "ab" * 32}
+    for name, value in good.items():  # readable, and one alone: served undecrypted, as the reference does
+        r = await c.get(f"/bytes/{ref}", headers={name: value})
+        assert r.status == 200 and await r.read() == b"act-less content"
+
+
 async def test_tag_pin_and_deferred_are_accepted(ctx):
     r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(**{"Swarm-Tag": "42"}))
     await expect_error(r, 404, "tag not found")  # no such tag: as the reference answers
