@@ -36,7 +36,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from chunkstore.content.feedmanifest import write_feed_manifest
-from chunkstore.swarm.constants import ETH_ADDRESS_SIZE
+from chunkstore.swarm.constants import ETH_ADDRESS_SIZE, MAX_CAC_SIZE
 from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.feeds import V1, InvalidFeedUpdate, index_bytes
 
@@ -141,6 +141,9 @@ async def get_feed(request: web.Request) -> web.StreamResponse:
 
 async def post_feed(request: web.Request) -> web.Response:
     st = state_of(request)
+    declared = request.content_length  # the reference's body limit for the route, though no body is read
+    if declared is not None and declared > MAX_CAC_SIZE:
+        raise ApiError(413, f"Request Entity Too Large: body is {declared} bytes; at most {MAX_CAC_SIZE}")
     owner = _owner(request)
     topic = decode_hex("path", "topic", request.match_info["topic"], max_size=MAX_TOPIC_SIZE)
     up = parse_upload(request)
