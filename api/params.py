@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from urllib.parse import unquote_to_bytes
 
+from aiohttp import web
+
 from chunkstore.swarm.digits import decimal_below
 
 from .errors import ParamError, printable
@@ -125,6 +127,15 @@ def go_query(raw_query: str) -> dict[str, list[str]]:
             continue
         values.setdefault(key, []).append(value)
     return values
+
+
+def request_query(request: web.Request) -> dict[str, str]:
+    """The first value of each query parameter as a Bee handler reads it (``r.URL.Query()``, Go's
+    ``url.ParseQuery``: ``go_query``) from the query as sent: a pair with ";" or a malformed escape is
+    left out, where aiohttp's ``request.query`` keeps it (and turns ``offset=1;limit=2`` into one bad
+    offset)."""
+    _, _, raw = request.raw_path.partition("?")
+    return {key: values[0] for key, values in go_query(raw).items()}
 
 
 # Headers read by some handler or middleware, besides every ``Swarm-*`` one.

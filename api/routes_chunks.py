@@ -39,7 +39,7 @@ from chunkstore.swarm.soc import SOC, parse_soc, verify_soc_signature
 
 from .errors import ApiError, ParamError, json_response, nearest, status_for, status_response
 from .middleware import write_refused
-from .params import decode_hex, parse_go_bool, parse_uint
+from .params import decode_hex, parse_go_bool, parse_uint, request_query
 from .putqueue import put_restamping
 from .state import AppState, state_of
 from .uploads import DEFERRED_HEADER, PIN_HEADER, refuse_act_download, refuse_act_upload
@@ -261,10 +261,10 @@ async def post_soc(request: web.Request) -> web.Response:
     try:
         owner = decode_hex("path", "owner", request.match_info["owner"], size=20)
         soc_id = decode_hex("path", "id", request.match_info["id"], size=32)
-        sig_values = request.query.getall("sig", [])
-        if not sig_values or not sig_values[0]:
+        sig_value = request_query(request).get("sig", "")
+        if not sig_value:
             raise ParamError("query", "sig", "", "required")
-        sig = decode_hex("query", "sig", sig_values[0], size=65)
+        sig = decode_hex("query", "sig", sig_value, size=65)
         stamp = stamp_from_headers(request)
         data = await read_body(request, CHUNK_WITH_SPAN, "payload too large")
         if len(data) < SPAN_SIZE:

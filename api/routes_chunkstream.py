@@ -64,7 +64,7 @@ from chunkstore.swarm.constants import BATCH_ID_SIZE, MAX_CAC_SIZE, MAX_SOC_SIZE
 from chunkstore.swarm.errors import BucketFull, InvalidChunk, SwarmError
 
 from .errors import ApiError, method_not_allowed
-from .params import decode_hex, parse_uint
+from .params import decode_hex, parse_uint, request_query
 from .putqueue import put_restamping
 from .routes_chunks import BATCH_HEADER, TAG_HEADER
 from .state import AppState, state_of
@@ -115,7 +115,7 @@ def _tag(request: web.Request) -> int:
     value = request.headers.get(TAG_HEADER)
     if value:
         return parse_uint("header", TAG_HEADER, value)
-    query = request.query.get("swarm-tag")
+    query = request_query(request).get("swarm-tag")
     if query:
         try:
             return parse_uint("query", "swarm-tag", query)

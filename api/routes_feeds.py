@@ -42,7 +42,7 @@ from chunkstore.swarm.feeds import V1, InvalidFeedUpdate, index_bytes
 
 from .errors import ApiError
 from .feedread import get_or_none, latest_update, open_tree, read_soc
-from .params import decode_hex, parse_go_bool, parse_int, parse_uint
+from .params import decode_hex, parse_go_bool, parse_int, parse_uint, request_query
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, state_of
 from .uploads import created, parse_upload, run_upload
@@ -109,7 +109,7 @@ async def get_feed(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     owner = _owner(request)
     topic = decode_hex("path", "topic", request.match_info["topic"], max_size=MAX_TOPIC_SIZE)
-    query = request.query
+    query = request_query(request)
     if query.get("at"):
         parse_int("query", "at", query["at"])
     after = parse_uint("query", "after", query["after"]) if query.get("after") else 0

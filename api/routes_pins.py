@@ -36,7 +36,7 @@ from chunkstore.swarm.mantaray import ManifestError
 from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL, Level
 
 from .errors import ApiError, ParamError, json_body, json_response, method_not_allowed, status_response
-from .params import decode_hex, parse_uint
+from .params import decode_hex, parse_uint, request_query
 from .state import state_of
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ async def list_pins(request: web.Request) -> web.Response:
 
 async def check_pins(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
-    raw = request.query.get("ref", "")
+    raw = request_query(request).get("ref", "")
     if raw:
         reference = parse_pin_reference(raw, "query", "ref")
         if not await st.run(st.store.pins.has, reference):

@@ -39,7 +39,7 @@ from chunkstore.swarm.constants import ADDRESS_SIZE
 from chunkstore.swarm.errors import BucketFull
 
 from .errors import ApiError, ParamError, status_response
-from .params import decode_hex
+from .params import decode_hex, request_query
 from .routes_chunks import read_body
 from .state import AppState, state_of
 from .uploads import in_upload_thread, required_batch_id
@@ -60,7 +60,7 @@ def _targets(text: str) -> list[bytes]:
 
 
 def _recipient(request: web.Request, topic: bytes) -> coincurve.PublicKey:
-    text = request.query.get("recipient")
+    text = request_query(request).get("recipient")
     if text is None or text == "":
         return pss.topic_key(topic).public_key
     raw = decode_hex("query", "recipient", text)

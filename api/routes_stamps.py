@@ -55,7 +55,7 @@ from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
 from .errors import ApiError, ParamError, json_response, status_response
-from .params import decode_hex, parse_go_bool, parse_uint
+from .params import decode_hex, parse_go_bool, parse_uint, request_query
 from .routes_chainstate import current
 from .state import AppState, state_of
 
@@ -239,7 +239,7 @@ async def create_stamp(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid depth")
     raw = request.headers.get("Immutable")
     immutable = True if raw is None or raw == "" else parse_go_bool("header", "Immutable", raw)
-    label = request.query.get("label", "")
+    label = request_query(request).get("label", "")
     batch = await st.run(_create, st, amount, depth, immutable, label)
     return json_response({"batchID": batch.id.hex(), "txHash": _tx_hash(batch.id)}, status=201)
 

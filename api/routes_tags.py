@@ -31,7 +31,7 @@ from chunkstore.store.tags import Tag
 from chunkstore.swarm.jsontext import parse_json
 
 from .errors import ApiError, ParamError, json_response
-from .params import decode_hex, parse_uint
+from .params import decode_hex, parse_uint, request_query
 from .state import state_of
 
 DEFAULT_LIMIT = 100  # the reference's
@@ -69,7 +69,7 @@ def parse_uid(request: web.Request) -> int:
 
 
 def _query_int(request: web.Request, name: str, default: int) -> int:
-    raw = request.query.get(name)
+    raw = request_query(request).get(name)
     if raw is None or raw == "":
         return default
     return parse_uint("query", name, raw, bits=63)

@@ -3,12 +3,14 @@ pinned content kept, uploads outside the storage radius still downloadable."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from yarl import URL
 
 from api.state import STATE
 from chunkstore.swarm.cac import is_valid_cac, make_cac
@@ -125,6 +127,23 @@ async def test_bad_tag_queries_and_bodies(ctx):
     await expect_error(await ctx.client.patch(f"/tags/{uid}", data=b" " * 2000), 413)
     bad = {"reference": {"bytes": {"0": 1}, "length": 32}}
     await expect_error(await ctx.client.patch(f"/tags/{uid}", json=bad), 400, "32 or 64 bytes")
+
+
+async def test_queries_are_read_as_go_reads_them(ctx):
+    """Bee's handlers read r.URL.Query() (Go's url.ParseQuery): a pair holding ";" or a malformed escape is
+    left out, so the parameter takes its default, where aiohttp kept "1;limit=2" as the offset's value."""
+    uids = [(await new_tag(ctx))["uid"] for _ in range(3)]
+    c = ctx.client
+    for query in ("offset=1;limit=2", "limit=%zz", "offset=%"):
+        r = await c.get(URL(f"/tags?{query}", encoded=True))
+        assert r.status == 200, (query, await r.text())
+        assert [t["uid"] for t in (await r.json())["tags"]] == uids, query
+    r = await c.get(URL("/tags?limit=%zz&limit=1&offset=1", encoded=True))  # the bad pair left out, the next value read
+    assert [t["uid"] for t in (await r.json())["tags"]] == uids[1:2]
+    _, reference = await upload(ctx, b"pinned", **{"Swarm-Pin": "true"})
+    r = await c.get(URL("/pins/check?ref=%zz", encoded=True))  # no ref: every pin
+    assert r.status == 200 and json.loads(await r.text())["reference"] == reference
+    await expect_error(await c.get(URL("/tags?limit=x%3B", encoded=True)), 400, "invalid query params")  # an escaped ";" is a value
 
 
 async def test_upload_counters_add_up(ctx):
