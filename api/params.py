@@ -68,6 +68,19 @@ def parse_int(where: str, field: str, value: str, bits: int = 64) -> int:
     return -magnitude if negative else magnitude
 
 
+def check_gas_headers(headers: Mapping[str, str]) -> None:
+    """``Gas-Price`` (a ``big.Int`` in base 10) and ``Gas-Limit`` (a uint64), read as the reference's
+    ``gasConfigMiddleware`` reads them before a chain call's handler runs: a 400 otherwise."""
+    price = headers.get("Gas-Price", "")
+    if price:
+        digits = price[1:] if price[0] in "+-" else price
+        if not digits or not digits.isascii() or not digits.isdigit():
+            raise ParamError("header", "Gas-Price", price, "invalid value")
+    limit = headers.get("Gas-Limit", "")
+    if limit:
+        parse_uint("header", "Gas-Limit", limit)
+
+
 # Go's time.ParseDuration: "0", or a sign then one or more decimal numbers each with a unit.
 _GO_DURATION = re.compile(r"[+-]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
 

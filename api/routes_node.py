@@ -38,6 +38,7 @@ from aiohttp import web
 from chunkstore.swarm.constants import MAX_PO
 
 from .errors import ApiError, ParamError, json_response
+from .params import check_gas_headers
 from .routes_stamps import CHAIN_DISABLED, DEV_BALANCE
 from .state import state_of
 
@@ -93,10 +94,12 @@ async def topology(request: web.Request) -> web.Response:
 
 
 async def stake(request: web.Request) -> web.Response:
+    check_gas_headers(request.headers)  # the reference's gasConfigMiddleware wraps every stake route
     return json_response({"stakedAmount": "0"})
 
 
 async def withdrawable_stake(request: web.Request) -> web.Response:
+    check_gas_headers(request.headers)
     return json_response({"withdrawableAmount": "0"})
 
 
@@ -106,6 +109,7 @@ _GATED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 async def deposit_stake(request: web.Request) -> web.Response:
+    check_gas_headers(request.headers)
     value = request.match_info["amount"]
     if value == "withdrawable":  # the reference routes /stake/withdrawable first: GET and DELETE only
         raise ApiError(405, "Method Not Allowed")
@@ -116,10 +120,12 @@ async def deposit_stake(request: web.Request) -> web.Response:
 
 
 async def withdraw_stake(request: web.Request) -> web.Response:
+    check_gas_headers(request.headers)
     raise ApiError(500, f"cannot withdraw stake: {NO_CHAIN_REASON}")
 
 
 async def migrate_stake(request: web.Request) -> web.Response:
+    check_gas_headers(request.headers)
     raise ApiError(500, f"cannot migrate stake: {NO_CHAIN_REASON}")
 
 

@@ -55,7 +55,7 @@ from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
 from .errors import ApiError, ParamError, json_response, status_response
-from .params import decode_hex, parse_go_bool, parse_uint, request_query
+from .params import check_gas_headers, decode_hex, parse_go_bool, parse_uint, request_query
 from .routes_chainstate import current
 from .state import AppState, state_of
 
@@ -231,6 +231,7 @@ async def create_stamp(request: web.Request) -> web.Response:
     st = state_of(request)
     _require_dev(st)
     require_admin(request, st.config.admin_token)
+    check_gas_headers(request.headers)  # the reference's gasConfigMiddleware, after its chain check
     amount = _amount(request)
     depth = _depth(request)
     if depth < 17:
@@ -294,6 +295,7 @@ async def topup_stamp(request: web.Request) -> web.Response:
     st = state_of(request)
     _require_dev(st)
     require_admin(request, st.config.admin_token)
+    check_gas_headers(request.headers)  # the reference's gasConfigMiddleware, after its chain check
     batch_id = _batch_id(request)
     amount = _amount(request)
     if amount == 0:
@@ -307,6 +309,7 @@ async def dilute_stamp(request: web.Request) -> web.Response:
     st = state_of(request)
     _require_dev(st)
     require_admin(request, st.config.admin_token)
+    check_gas_headers(request.headers)  # the reference's gasConfigMiddleware, after its chain check
     batch_id = _batch_id(request)
     depth = _depth(request)
     await st.run(_dilute, st, batch_id, depth)

@@ -186,6 +186,25 @@ async def test_dev_mode_refusals(dev, path, status, pattern):
     await expect_error(await dev.post(path), status, pattern)
 
 
+@pytest.mark.parametrize(("name", "value"), [("Gas-Price", "cheap"), ("Gas-Price", "1.5"), ("Gas-Price", "-"),
+                                           ("Gas-Limit", "-1"), ("Gas-Limit", "1" * 21)])
+async def test_gas_headers_bee_cannot_read_are_400(dev, name, value):
+    """Bee's gasConfigMiddleware (pkg/api/api.go) reads Gas-Price as a big.Int and Gas-Limit as a uint64 before
+    the chain routes' handlers (pkg/api/router.go: stamps create/topup/dilute, every stake route) and answers
+    400 "invalid header params" for what it cannot read; nothing is bought."""
+    batch_id = (await (await dev.post("/stamps/500000000/20")).json())["batchID"]
+    gas = {name: value}
+    for method, path in (("POST", "/stamps/500000000/20"), ("PATCH", f"/stamps/topup/{batch_id}/5"),
+                         ("PATCH", f"/stamps/dilute/{batch_id}/21"), ("GET", "/stake"), ("DELETE", "/stake"),
+                         ("GET", "/stake/withdrawable"), ("DELETE", "/stake/withdrawable"), ("POST", "/stake/5")):
+        r = await dev.request(method, path, headers=gas)
+        body = await expect_error(r, 400, "invalid header params")
+        assert body["reasons"][0]["field"] == name, (method, path)
+    assert len((await (await dev.get("/stamps")).json())["stamps"]) == 1
+    r = await dev.post("/stamps/500000000/20", headers={"Gas-Price": "+1000", "Gas-Limit": "300000"})
+    assert r.status == 201, await r.text()
+
+
 async def test_dev_mode_dilute_must_deepen(dev):
     batch_id = (await (await dev.post("/stamps/500000000/20")).json())["batchID"]
     await expect_error(await dev.patch(f"/stamps/dilute/{batch_id}/20"), 400, "invalid depth")
