@@ -184,11 +184,20 @@ async def metrics(request: web.Request) -> web.Response:
     return resp
 
 
+ROBOTS = "User-agent: *\nDisallow: /\n"  # the reference's /robots.txt: a node's content is not for crawlers
+
+
+async def robots(request: web.Request) -> web.Response:
+    return web.Response(text=ROBOTS, content_type="text/plain")
+
+
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
-    app.router.add_get("/", root)
-    app.router.add_get("/metrics", metrics, allow_head=False)
-    app.router.add_get("/health", health)
-    app.router.add_get("/readiness", readiness)
+    # Plain handlers on the reference's router (no jsonhttp.MethodHandler): every method gets their answer.
+    app.router.add_route("*", "/", root)
+    app.router.add_route("*", "/robots.txt", robots)
+    app.router.add_route("*", "/metrics", metrics)
+    app.router.add_route("*", "/health", health)
+    app.router.add_route("*", "/readiness", readiness)
     for p in prefixes:
         app.router.add_get(p + "/status", status, allow_head=False)
         app.router.add_get(p + "/status/neighborhoods", status_neighborhoods, allow_head=False)

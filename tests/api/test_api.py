@@ -509,6 +509,24 @@ async def test_health_readiness_root(env):
     assert "chunkstore" in await r.text()
 
 
+async def test_routes_bee_serves_without_a_method_table_answer_every_method(env):
+    """Bee mounts /, /robots.txt, /health, /readiness and /metrics as plain handlers (pkg/api/router.go: no
+    jsonhttp.MethodHandler), so every method gets the handler's answer, HEAD and OPTIONS included, not a
+    405; /robots.txt tells crawlers to stay out, as on a Bee gateway."""
+    client, _, _ = env
+    for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+        for path in ("/", "/robots.txt", "/health", "/readiness", "/metrics"):
+            r = await client.request(method, path)
+            assert r.status == 200, (method, path, r.status)
+            body = await r.read()
+            assert (body == b"") == (method == "HEAD"), (method, path)
+        r = await client.request(method, "/robots.txt")
+        if method != "HEAD":
+            assert await r.text() == "User-agent: *\nDisallow: /\n"
+            assert (await (await client.request(method, "/health")).json())["status"] == "ok"
+    assert (await client.request("POST", "/v1/health")).status == 404  # technical routes have no /v1
+
+
 async def test_readiness_not_ready(tmp_path):
     app, _ = build(tmp_path)
     from api.state import STATE
