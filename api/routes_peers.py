@@ -13,7 +13,9 @@ views) get Bee's empty shapes, not a 404 that reads as a missing feature.
   ``peer not found``, and ``/balances/{peer}``, ``/consumed/{peer}`` 404 ``No
   balance for peer``, after the address is checked as hex (400 otherwise);
 - ``GET /balances``, ``GET /consumed``: ``{"balances": []}``;
-  ``GET /timesettlements``: zero totals, no settlements;
+  ``GET /timesettlements``: zero totals, no settlements; ``GET /accounting``:
+  ``{"peerData": {}}``; ``GET /status/peers``: ``{"snapshots": null}`` (no
+  peer to ask for its status snapshot);
 - ``/settlements``, ``/chequebook/cheque``, ``/chequebook/cashout``: 403 ``Swap
   is disabled``; ``/chequebook/balance``, ``address``, ``deposit``,
   ``withdraw``: 403 ``Chequebook is disabled`` (``/node`` says both are off),
@@ -110,6 +112,8 @@ def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) ->
         r.add_get(p + "/balances/{peer}", _unknown_peer("peer", "No balance for peer"))
         r.add_get(p + "/consumed/{peer}", _unknown_peer("peer", "No balance for peer"))
         r.add_get(p + "/timesettlements", _fixed(_NO_SETTLEMENTS))
+        r.add_get(p + "/accounting", _fixed({"peerData": {}}))
+        r.add_get(p + "/status/peers", _fixed({"snapshots": None}))  # Bee's nil slice of snapshots
         r.add_get(p + "/transactions", _fixed({"pendingTransactions": []}))
         for method in ("GET", "POST", "DELETE"):  # detail, resend, cancel
             r.add_route(method, p + "/transactions/{hash}", _unknown_transaction)

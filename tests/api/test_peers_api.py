@@ -22,6 +22,9 @@ async def client(tmp_path):
     ("/peers", {"peers": []}), ("/blocklist", {"peers": []}), ("/balances", {"balances": []}),
     ("/consumed", {"balances": []}), ("/v1/consumed", {"balances": []}),
     ("/timesettlements", {"totalReceived": "0", "totalSent": "0", "settlements": []}),
+    # pkg/api/accounting.go (an empty map) and status.go statusGetPeersHandler (a nil slice: null)
+    ("/accounting", {"peerData": {}}), ("/v1/accounting", {"peerData": {}}),
+    ("/status/peers", {"snapshots": None}), ("/v1/status/peers", {"snapshots": None}),
 ])  # fmt: skip
 async def test_empty_lists(client, path, body):
     r = await client.get(path)
