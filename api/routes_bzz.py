@@ -217,13 +217,13 @@ async def get_bzz(request: web.Request) -> web.StreamResponse:
 
 
 async def bzz_root_redirect(request: web.Request) -> web.Response:
-    reference = request.match_info["address"]
-    parse_reference(reference)
+    """``/bzz/{address}``: the reference's plain redirect handler, for every method and whatever the
+    address (it is read after the redirect, by ``/bzz/{address}/{path}``)."""
     return _with_slash(request)
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:
     for p in prefixes:
         app.router.add_post(p + "/bzz", post_bzz)
-        app.router.add_get(p + "/bzz/{address}", bzz_root_redirect)
+        app.router.add_route("*", p + "/bzz/{address}", bzz_root_redirect)
         app.router.add_get(p + "/bzz/{address}/{path:.*}", get_bzz)
