@@ -146,7 +146,7 @@ async def post_feed(request: web.Request) -> web.Response:
         raise ApiError(413, f"Request Entity Too Large: body is {declared} bytes; at most {MAX_CAC_SIZE}")
     owner = _owner(request)
     topic = decode_hex("path", "topic", request.match_info["topic"], max_size=MAX_TOPIC_SIZE)
-    up = parse_upload(request)
+    up = parse_upload(request, encrypt_header=False)  # Bee's feedPostHandler reads no Swarm-Encrypt
     reference = await run_upload(
         request, st, up, lambda session, _body: write_feed_manifest(session, owner, topic, level=up.level)
     )

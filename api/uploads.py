@@ -149,8 +149,11 @@ def refuse_act_upload(request: web.Request) -> None:
         raise ApiError(501, ACT_UNSUPPORTED)
 
 
-def parse_upload(request: web.Request) -> UploadRequest:
-    """The upload headers of a ``/bytes``, ``/bzz`` (or feed) upload, or a 4xx naming the bad one."""
+def parse_upload(request: web.Request, *, encrypt_header: bool = True) -> UploadRequest:
+    """The upload headers of a ``/bytes``, ``/bzz`` (or feed) upload, or a 4xx naming the bad one.
+
+    ``encrypt_header=False``: ``Swarm-Encrypt`` is not read at all (a feed manifest, as the reference's
+    ``feedPostHandler`` has no such header), so no value of it is refused."""
     hint = (f"; '{STAMP_HEADER}' (a pre-signed stamp) covers one chunk only: use POST /chunks for that"
             if request.headers.get(STAMP_HEADER) else "")
     batch_id = required_batch_id(request, hint)
@@ -160,7 +163,7 @@ def parse_upload(request: web.Request) -> UploadRequest:
     deferred = _bool_header(request, DEFERRED_HEADER)
     return UploadRequest(
         batch_id=batch_id,
-        encrypt=bool(_bool_header(request, ENCRYPT_HEADER)),
+        encrypt=encrypt_header and bool(_bool_header(request, ENCRYPT_HEADER)),
         level=redundancy_level(request, DEFAULT_UPLOAD_LEVEL),
         options=UploadOptions(tag=tag, pin=bool(_bool_header(request, PIN_HEADER)),
                               deferred=True if deferred is None else deferred),
