@@ -189,9 +189,10 @@ def _require_dev(st: AppState) -> None:
 
 def _amount(request: web.Request, field: str = "amount") -> int:
     value = request.match_info[field]
-    if not value or not value.isascii() or not value.isdigit():
+    digits = value.removeprefix("+")  # a big.Int in base 10, as the reference reads it, takes a "+"
+    if not digits or not digits.isascii() or not digits.isdigit():
         raise ParamError("path", field, value, "invalid syntax")
-    amount = decimal_below(value, 256)  # the postage contract's amounts are uint256
+    amount = decimal_below(digits, 256)  # the postage contract's amounts are uint256
     if amount is None:
         raise ParamError("path", field, value, "value out of range")
     return amount

@@ -175,6 +175,20 @@ async def test_dev_mode_buys_tops_up_and_dilutes(dev):
     assert (await (await dev.get(f"/stamps/{default['batchID']}")).json())["immutableFlag"] is True
 
 
+async def test_dev_mode_amounts_take_a_plus_sign_as_go_big_int_does(dev):
+    """Bee reads a stamp amount as a *big.Int (postage.go, mapStructure: SetString(v, 10)), which takes a
+    leading "+"; a leading "-" stays refused here."""
+    r = await dev.post("/stamps/+500000000/20")
+    assert r.status == 201, await r.text()
+    batch_id = (await r.json())["batchID"]
+    assert (await (await dev.get(f"/stamps/{batch_id}")).json())["amount"] == "500000000"
+    r = await dev.patch(f"/stamps/topup/{batch_id}/+100000000")
+    assert r.status == 202, await r.text()
+    assert (await (await dev.get(f"/stamps/{batch_id}")).json())["amount"] == "600000000"
+    for amount in ("+", "++5", "+-5", "-5"):
+        await expect_error(await dev.patch(f"/stamps/topup/{batch_id}/{amount}"), 400, "invalid path params")
+
+
 @pytest.mark.parametrize(("path", "status", "pattern"), [
     ("/stamps/414720000/20", 400, "24h minimum validity"),  # one day at 24000 exactly: must be more
     ("/stamps/500000000/16", 400, "at least 17"),
