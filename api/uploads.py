@@ -61,6 +61,7 @@ ACT_UNSUPPORTED = "access control (Swarm-Act) is not supported by this node"
 ACT_PUBLISHER_HEADER = "Swarm-Act-Publisher"
 ACT_HISTORY_HEADER = "Swarm-Act-History-Address"
 ACT_TIMESTAMP_HEADER = "Swarm-Act-Timestamp"
+CACHE_HEADER = "Swarm-Cache"
 
 
 @dataclass
@@ -109,12 +110,16 @@ def check_act_headers(request: web.Request, *, download: bool) -> None:
     """The ACT headers the reference reads on every upload and download (``mapStructure``, whether or not
     it does access control for the request): a value it cannot read is its 400. The history address is
     hex (``swarm.Address``); a download's timestamp an int64 and its publisher a secp256k1 public key
-    (``actDecryptionHandler``, ``pss.ParseRecipient``)."""
+    (``actDecryptionHandler``, ``pss.ParseRecipient``), and its ``Swarm-Cache`` and
+    ``Swarm-Redundancy-Level`` as that handler reads them (``/chunks`` has no other reader of them)."""
     history = request.headers.get(ACT_HISTORY_HEADER, "")
     if history:
         decode_hex("header", ACT_HISTORY_HEADER, history)
     if not download:
         return
+    # actDecryptionHandler also reads these two (for the decrypted reference's fetch): a bool, a level 0..4
+    _bool_header(request, CACHE_HEADER)
+    redundancy_level(request, DEFAULT_UPLOAD_LEVEL)
     timestamp = request.headers.get(ACT_TIMESTAMP_HEADER, "")
     if timestamp:
         parse_int("header", ACT_TIMESTAMP_HEADER, timestamp)

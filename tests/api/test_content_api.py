@@ -343,6 +343,25 @@ async def test_act_headers_bee_cannot_read_are_400(ctx):
         assert r.status == 200 and await r.read() == b"act-less content"
 
 
+async def test_chunk_downloads_read_the_headers_of_bees_act_decryption_handler(ctx):
+    """GET and HEAD /chunks/{address} pass Bee's actDecryptionHandler (pkg/api/router.go), which reads
+    Swarm-Cache as a bool and Swarm-Redundancy-Level as a level of 0..4 (pkg/api/accesscontrol.go) before
+    either handler runs: 400 "invalid header params" for what it refuses, on HEAD too."""
+    from chunkstore.swarm.cac import make_cac
+
+    address, data = make_cac(b"one chunk")
+    r = await ctx.client.post("/chunks", data=data, headers=upload_headers())
+    assert r.status == 201, await r.text()
+    for name, value in (("Swarm-Cache", "maybe"), ("Swarm-Redundancy-Level", "5"), ("Swarm-Redundancy-Level", "x")):
+        await expect_error(await ctx.client.get(f"/chunks/{address.hex()}", headers={name: value}), 400,
+                           f"invalid header params.*{name}")
+        assert (await ctx.client.head(f"/chunks/{address.hex()}", headers={name: value})).status == 400
+    good = {"Swarm-Cache": "false", "Swarm-Redundancy-Level": "4", "Swarm-Redundancy-Strategy": "x"}  # not read here
+    r = await ctx.client.get(f"/chunks/{address.hex()}", headers=good)
+    assert r.status == 200 and await r.read() == data
+    assert (await ctx.client.head(f"/chunks/{address.hex()}", headers=good)).status == 200
+
+
 async def test_tag_pin_and_deferred_are_accepted(ctx):
     r = await ctx.client.post("/bytes", data=b"tagged", headers=upload_headers(**{"Swarm-Tag": "42"}))
     await expect_error(r, 404, "tag not found")  # no such tag: as the reference answers
