@@ -84,3 +84,17 @@ def test_a_store_reopened_on_a_full_disk_refuses_writes_at_once(tmp_path):
     """An operator's sweep: restarted on a disk with nothing free, /readiness said ready until a write failed."""
     r = run_in_small_fs("restart", "6m")
     assert r == {"fresh": None, "reopened": "disk_full", "probe_left": [], "after_freeing": None}, r
+
+
+def test_lmdb_lock_files_on_a_full_disk_are_refused_not_a_sigbus(tmp_path):
+    """An operator's sweep: every command (serve, import, verify, export) died of SIGBUS (exit 135) opening a
+    store on a full disk whose lock.mdb files were missing (a restored backup; a new store, as an import
+    staged elsewhere makes one): LMDB sizes the lock file with ftruncate and writes it through a shared map."""
+    r = run_in_small_fs("lockfile", "6m")
+    assert r["whole_after_create"] is True, r
+    for key in ("reopen_full", "verify_full", "new_store_full"):
+        refusal = r[key]
+        assert refusal is not None and refusal["type"] == "StoreFull" and refusal["reason"] == "disk_full", r
+        assert "lock.mdb" in refusal["message"] and "is full" in refusal["message"], r
+    assert r["readers_full"] > 64  # past the first page of reader slots, on a full disk
+    assert r["stats"] == 0 and r["verify"] == [], r
