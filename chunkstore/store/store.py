@@ -130,6 +130,7 @@ class ChunkStore:
             return env_map_sizes(self.path, count, readonly=readonly, configured=map_size)[1]
 
         self._health = WriteHealth(self.path, map_size)
+        self._recovery_owed = False  # open-time repairs a full disk stopped: done before the next write
         try:
             if not readonly:
                 os.makedirs(self.path, exist_ok=True)
@@ -167,9 +168,33 @@ class ChunkStore:
                 # counters to its overlay) holds for recovery's writes too.
                 if policy is not None:
                     self._policy = policy(self)
-                self.recovered = {} if readonly else recover(self._shards, self.batches, self.pins)
+                self.recovered: dict[str, int] = {} if readonly else self._recover_at_open()
         except BaseException:
             self.close()
+            raise
+
+    def _recover_at_open(self) -> dict[str, int]:
+        """Finish what a crash (or a full disk) left half done; on a disk still full, leave it to the next write.
+
+        A store that could not finish a batch removal or a slot contest for want of room must still open:
+        refused, the daemon could not start, and served nothing on a full disk. Reads need none of it.
+        """
+        try:
+            return recover(self._shards, self.batches, self.pins)
+        except (lmdb.Error, OSError, StoreWriteFailed) as exc:
+            failure = self._health.translate(exc)
+            if failure is None:
+                raise
+            self._recovery_owed = True
+            return {}
+
+    def _finish_recovery(self) -> None:
+        """Under the writer lock: the open-time repairs owed, before any other write; raises if still refused."""
+        self._recovery_owed = False  # recovery's own writes come through writing() again
+        try:
+            self.recovered = recover(self._shards, self.batches, self.pins)
+        except BaseException:
+            self._recovery_owed = True
             raise
 
     def _check_shards(self) -> None:
@@ -520,6 +545,8 @@ class ChunkStore:
         assert self._lock is not None
         with self._lock:
             try:
+                if self._recovery_owed:
+                    self._finish_recovery()
                 yield
             except (lmdb.Error, OSError) as exc:
                 failure = self._health.translate(exc)

@@ -273,6 +273,35 @@ def test_batch_removal_stopped_by_a_full_disk_is_finished_by_removing_again(tmp_
     _clean(path)
 
 
+def test_a_removal_left_by_a_full_disk_does_not_stop_the_store_opening_on_it(tmp_path, monkeypatch):
+    """An operator's sweep: a batch removal stopped by a full disk is finished by the next writable open,
+    which failed on the disk still full, so `serve` refused to start ("cannot open store") and nothing was
+    served. Opened, reads go on, writes are refused while the removal cannot be finished, and the first
+    write once there is room finishes it."""
+    path = tmp_path / "s"
+    with ReserveStore(path) as store:
+        store.batches.add(B1)
+        store.batches.add(B2)
+        kept = _chunks(Stamper(B2), 5, 100)
+        for _, d, st in _chunks(Stamper(B1), 30, 100) + kept:
+            store.put(d, st)
+        failing = FailingCommits(monkeypatch, errno.ENOSPC)
+        with pytest.raises(StoreFull):
+            store.batches.remove(B1.id)
+    with ReserveStore(path) as store:  # the disk still full
+        assert store.write_refusal() is not None and store.write_refusal().reason == "disk_full"
+        assert all(store.get(a) == d for a, d, _ in kept)
+        (_, d1, st1), (a2, d2, st2) = _chunks(Stamper(B2), 2, 100)
+        with pytest.raises(StoreFull):
+            store.put(d1, st1)
+        assert store.batches.find(B1.id) is None  # still refused while marked
+        failing.stop()
+        assert store.put(d2, st2).stored
+        assert store.recovered["batch_removals"] == 1
+        assert store.batches.raw(B1.id) is None and store.stats()["chunks"] == 6 and store.get(a2) == d2
+    _clean(path)
+
+
 # ---------------------------------------------------------------- map size
 
 
