@@ -320,7 +320,8 @@ def run(config: Config) -> int:
     try:
         if chainstate is not None:
             try:
-                store.reserve.set_chainstate(chainstate)
+                if store.reserve.chainstate != chainstate:  # held already: no write, so a full disk does not stop the start
+                    store.reserve.set_chainstate(chainstate)
             except StoreWriteFailed as exc:
                 raise StartupError(f"cannot store the chain state of {config.chainstate}: {exc}", 1) from None
             log.info("chain state loaded", extra={"fields": {"file": str(config.chainstate), **chainstate.to_json()}})

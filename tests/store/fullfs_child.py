@@ -356,8 +356,59 @@ def lockfile_scenario(mount: str) -> dict:
     return out
 
 
+def _serve(data: str, *args: str) -> tuple[subprocess.Popen, int | None, list[str]]:
+    """``chunkstore serve`` on ``data``: the process, its port once it listens (None if it exited), its log."""
+    cmd = [sys.executable, "-m", "api.cli", "serve", "--data-dir", data, "--port", "0", "--workers", "1", *args]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    log = []
+    for line in proc.stderr:
+        log.append(line)
+        if json.loads(line).get("msg") == "listening":
+            return proc, json.loads(line)["port"], log
+    proc.wait(60)
+    return proc, None, log
+
+
+def _stop(proc: subprocess.Popen) -> int | str:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return "killed"
+
+
+def chainstate_scenario(mount: str) -> dict:
+    """``serve --chainstate FILE`` restarted on a full disk: the chain state in the file is stored already."""
+    data = os.path.join(mount, "data")
+    same, newer = os.path.join(mount, "chain.json"), os.path.join(mount, "newer.json")
+    with open(same, "w") as f:
+        json.dump({"block": 100, "totalAmount": "0", "currentPrice": "24000"}, f)
+    with open(newer, "w") as f:
+        json.dump({"block": 200, "totalAmount": "0", "currentPrice": "24000"}, f)
+    proc, port, _ = _serve(data, "--chainstate", same)  # the first start: key, overlay and the chain state
+    out: dict = {"first_start": port is not None, "first_exit": _stop(proc)}
+    filler = _fill_all(mount)
+    proc, port, log = _serve(data, "--chainstate", same)
+    out["same_listening"] = port is not None
+    if port is not None:
+        status, _, raw = _http(port, "GET", "/chainstate")
+        out["same_chainstate"] = [status, _json(raw).get("block")]
+        out["same_exit"] = _stop(proc)
+    else:
+        out["same_log"] = [line[:300] for line in log[-3:]]
+    proc, port, log = _serve(data, "--chainstate", newer)  # a chain state that cannot be stored: refused
+    out["newer_listening"] = port is not None
+    out["newer_exit"] = _stop(proc) if port is not None else proc.returncode
+    out["newer_error"] = [json.loads(line)["msg"][:200] for line in log if '"level":"error"' in line]
+    os.unlink(filler)
+    return out
+
+
 SCENARIOS = {"store": store_scenario, "daemon": daemon_scenario, "import": import_scenario,
-             "restart": restart_scenario, "lockfile": lockfile_scenario}
+             "restart": restart_scenario, "lockfile": lockfile_scenario,
+             "chainstate": chainstate_scenario}
 
 if __name__ == "__main__":
     name, mount, *rest = sys.argv[1:]

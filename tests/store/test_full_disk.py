@@ -98,3 +98,14 @@ def test_lmdb_lock_files_on_a_full_disk_are_refused_not_a_sigbus(tmp_path):
         assert "lock.mdb" in refusal["message"] and "is full" in refusal["message"], r
     assert r["readers_full"] > 64  # past the first page of reader slots, on a full disk
     assert r["stats"] == 0 and r["verify"] == [], r
+
+
+def test_serve_with_a_chainstate_file_starts_on_a_full_disk(tmp_path):
+    """An operator's sweep: `serve --chainstate FILE` stored the file's chain state at every start, so on a
+    full disk the restart exited 1 ("cannot store the chain state") though the store held that state already."""
+    r = run_in_small_fs("chainstate", "6m")
+    assert r["first_start"] is True and r["first_exit"] == 0, r
+    assert r["same_listening"] is True and r["same_chainstate"] == [200, 100] and r["same_exit"] == 0, r
+    # a chain state the store does not hold yet and cannot store: refused, as before
+    assert r["newer_listening"] is False and r["newer_exit"] == 1, r
+    assert any("cannot store the chain state" in m for m in r["newer_error"]), r
