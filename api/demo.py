@@ -14,6 +14,8 @@ re-registered if missing and nothing else happens.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import random
@@ -54,15 +56,33 @@ class DemoReport:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, readable by the owner only."""
+    """Write ``text`` to ``path`` atomically and durably, readable by the owner only.
+
+    The directory is synced after the rename: until then a power loss can
+    lose the new name, and a node key lost that way comes back as another
+    identity that no longer owns the node's batches. A write that fails
+    (a full disk) leaves no temporary file behind.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            data = text.encode()
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.close(dir_fd)
 
 
 def demo_signer(data_dir: Path) -> Signer:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -381,3 +383,28 @@ async def test_reuploads_stamped_by_the_node_are_not_counted_as_new_chunks(dev):
     text = await (await dev.get("/metrics")).text()
     assert _counter(text, "chunkstore_chunk_puts_total", 'outcome="stored"') == 1
     assert _counter(text, "chunkstore_chunk_puts_total", 'outcome="duplicate"') == 2
+
+
+def test_a_new_node_key_is_durable_its_directory_synced_after_the_rename(tmp_path, monkeypatch):
+    # Syncing the file alone is not enough: a power loss before the directory reaches the disk loses
+    # the name, and the node comes back as another identity that no longer owns its batches.
+    synced: list[tuple[bool, bool]] = []  # (is a directory, node.key already in place)
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append((stat.S_ISDIR(os.fstat(fd).st_mode), (tmp_path / "node.key").exists()))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    load_node_key(tmp_path)
+    assert (True, True) in synced
+
+
+def test_a_node_key_write_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError):
+        load_node_key(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
