@@ -18,6 +18,7 @@ writers go on meanwhile.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import stat
@@ -259,6 +260,17 @@ def export_reserve(
 
 
 @contextlib.contextmanager
+def _named_full(path: str) -> Iterator[None]:
+    """A destination that runs out of room is named (the bare OSError named no file)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise TransferError(f"cannot export to {path}: {exc.strerror}; nothing was exported") from exc
+
+
+@contextlib.contextmanager
 def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[BinaryIO, str]]:
     if isinstance(destination, str | os.PathLike) and os.fspath(destination) == "-":
         stream = open(sys.stdout.fileno(), "wb", buffering=1 << 20, closefd=False)  # noqa: SIM115
@@ -277,7 +289,7 @@ def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[
         if mode is not None and stat.S_ISDIR(mode):
             raise TransferError(f"cannot export to {path}: it is a directory")
         if mode is not None and not stat.S_ISREG(mode):
-            with open(path, "wb", buffering=1 << 20) as stream:
+            with _named_full(path), open(path, "wb", buffering=1 << 20) as stream:
                 yield stream, path
             return
         for stale in glob.glob(glob.escape(path) + ".partial-*"):
@@ -290,7 +302,7 @@ def _open_out(destination: str | os.PathLike[str] | BinaryIO) -> Iterator[tuple[
                 out = open(tmp, "wb", buffering=1 << 20)  # noqa: SIM115 - closed by the with below
             except OSError as exc:  # named by the destination the operator gave, not the partial file
                 raise TransferError(f"cannot export to {path}: {exc.strerror}") from None
-            with out as stream:
+            with _named_full(path), out as stream:
                 hold(stream.fileno())
                 yield stream, path
             os.replace(tmp, path)  # a failed export leaves no file that looks complete

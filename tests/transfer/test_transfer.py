@@ -748,12 +748,22 @@ def test_a_failed_export_leaves_no_batches_file(tmp_path, entries, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(exporter, "write_tar", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(TransferError, match=f"cannot export to {out}: No space left on device"):
         export_reserve(store, out, batches_out=batches, show_progress=False)
     assert not os.path.exists(batches) and not os.path.exists(out)
     monkeypatch.undo()
     export_reserve(store, out, batches_out=batches, show_progress=False)
     assert os.path.exists(out) and "batchID" in open(batches).read()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this platform")
+def test_an_export_to_a_full_device_names_it(tmp_path, entries, capsys):
+    """A full destination printed a bare '[Errno 28] No space left on device', naming no file."""
+    store, _ = _exported_store(tmp_path, entries)
+    with pytest.raises(TransferError, match="cannot export to /dev/full: No space left on device"):
+        export_reserve(store, "/dev/full", show_progress=False)
+    assert export_main(["--data-dir", store, "--no-progress", "/dev/full"]) == 2
+    assert "cannot export to /dev/full: No space left on device" in capsys.readouterr().err
 
 
 def test_export_to_a_missing_directory_names_the_destination(tmp_path, capsys):
