@@ -227,7 +227,8 @@ async def in_upload_thread(st: AppState, fn: Callable[[], T]) -> T:
     """Run ``fn`` (an upload, or other work that may take long: a re-upload, mining a PSS chunk) in a thread
     of the upload pool, never the store calls' pool; 503 when ``--max-uploads`` are running already."""
     if st.uploads_running >= st.config.max_uploads:  # checked and counted on the event loop: no race
-        raise ApiError(503, f"too many uploads in progress ({st.uploads_running}, --max-uploads); try again later")
+        raise ApiError(503, f"too many uploads in progress ({st.uploads_running}, --max-uploads); try again later",
+                       headers={"Retry-After": "1"})  # uploads end in seconds: a client's retry may come soon
     st.uploads_running += 1
     try:
         return await asyncio.get_running_loop().run_in_executor(st.upload_executor, fn)

@@ -1011,6 +1011,7 @@ async def test_stalled_uploads_hold_up_only_themselves(tmp_path, max_uploads, st
                 assert r.status == 201, await r.text()
             else:
                 await expect_error(r, 503, "too many uploads in progress")
+                assert r.headers["Retry-After"] == "1"  # a client with a retry policy knows when to come back
             assert (await asyncio.wait_for(c.get("/health"), 10)).status == 200
         finally:
             for w in writers:
