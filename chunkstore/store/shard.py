@@ -191,6 +191,13 @@ class Shard:
         page is still held by a reader, so this is a little generous.
         """
         info = self.env.info()
+        end, free_inside = self.file_pages()
+        return info["map_size"] - end + free_inside
+
+    def file_pages(self) -> tuple[int, int]:
+        """(bytes of the file's pages up to its last one, bytes of those that hold no data: pages freed
+        inside it, as generous as ``map_room``)."""
+        info = self.env.info()
         with self.env.begin() as txn:
             psize = txn.stat()["psize"]
             used = 2
@@ -200,7 +207,7 @@ class Shard:
                 st = txn.stat(db) if db is not None else txn.stat()
                 used += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
         end = (info["last_pgno"] + 1) * psize
-        return info["map_size"] - end + max(0, end - used * psize)
+        return end, max(0, end - used * psize)
 
 
 class ShardSnapshot:

@@ -14,6 +14,7 @@ Reads never lock; every change takes the writer lock (threads and processes).
 from __future__ import annotations
 
 import contextlib
+import errno
 import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -41,7 +42,7 @@ from .policy import OpenPolicy, StorePolicy
 from .recovery import recover
 from .shard import Buffer, Entry, Shard
 from .tags import TagStore
-from .writefailures import Refusal, WriteHealth, size_text
+from .writefailures import Refusal, WriteHealth, free_bytes, size_text
 from .writelock import WriterLock
 from .writes import WriteSession
 
@@ -59,6 +60,12 @@ PURGE_STEP = 5000
 # the disk, the default, is never that close).
 MAP_HEADROOM_SHARE = 64
 MIN_MAP_HEADROOM = 256 << 10
+# The same on the disk: puts leave this share of the store's file system (at most MAX_DISK_HEADROOM) free.
+# A store that filled its own disk to the brim could neither remove a batch nor evict, since deleting
+# copies pages too, and only space freed outside the store helped.
+DISK_HEADROOM_SHARE = 64
+MAX_DISK_HEADROOM = 64 << 20
+MIN_FILE_CHURN = 1 << 20
 
 
 # How a put keeps a chunk (``PutResult.kept``).
@@ -420,6 +427,7 @@ class ChunkStore:
                 s = self.shard_of(item.address)
                 needs[s] = needs.get(s, 0) + 2 * len(item.data) + 1024
             self._check_map_room(needs)
+            self._check_disk_room(needs)
             session = self.session()
             results = []
             try:
@@ -488,6 +496,42 @@ class ChunkStore:
                 "a larger map size (--map-size) or free room in it (remove batches, lower the reserve capacity)",
                 path=shard.path,
             )
+
+    def disk_headroom(self) -> int:
+        """Bytes of the store's file system that puts leave free, to removals and evictions."""
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return 0
+        return min(MAX_DISK_HEADROOM, st.f_blocks * st.f_frsize // DISK_HEADROOM_SHARE)
+
+    def _check_disk_room(self, needs: dict[int, int]) -> None:
+        """Refuse a put that would leave less than the headroom free on the disk (``needs``: bytes per shard)."""
+        free = free_bytes(self.path)
+        if free is None:
+            return
+        headroom = self.disk_headroom()
+        if free >= headroom + sum(needs.values()):
+            return  # the common case: no need to count the shards' pages
+        # Pages freed inside a shard's file take new chunks without growing it (after a batch removal, say),
+        # but only beyond the copy-on-write churn of recent commits: those scattered pages, measured at about
+        # 400 KiB a shard while a store fills, did not stop its file growing into the last bytes of the disk.
+        growth = 0
+        for s, need in needs.items():
+            end, free_inside = self._shards[s].file_pages()
+            growth += max(0, need - max(0, free_inside - max(MIN_FILE_CHURN, end // DISK_HEADROOM_SHARE)))
+        if growth == 0 or free >= headroom + growth:
+            return
+        failure = StoreFull(
+            "disk_full",
+            f"the file system holding {self.path} is full for puts ({free / (1 << 20):.1f} MiB free): they stop "
+            f"{headroom / (1 << 20):.1f} MiB short of its end, left for removals and evictions; free space on it, "
+            "remove batches or lower the reserve capacity",
+            errno=errno.ENOSPC,
+            path=self.path,
+        )
+        self._health.refuse(failure)
+        raise failure
 
     def _lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
         raw = self.batches.raw(batch_id)

@@ -324,11 +324,12 @@ def _publish(
 def _check_space(store: ChunkStore, needed: int) -> None:
     """Refuse, before the first write, an import whose records the store's file system or maps have no room for."""
     free = free_bytes(store.path)
-    if free is not None and needed > free:
+    headroom = store.disk_headroom()  # left free by puts for removals and evictions, as by the store's own
+    if free is not None and needed + headroom > free:
         raise InsufficientSpace(
             f"not enough free space: the import would add up to {needed / MiB:.1f} MiB to the store, and the "
-            f"file system holding {store.path} has {free / MiB:.1f} MiB free; nothing was imported and the "
-            "store is unchanged"
+            f"file system holding {store.path} has {free / MiB:.1f} MiB free, of which puts leave "
+            f"{headroom / MiB:.1f} MiB to removals and evictions; nothing was imported and the store is unchanged"
         )
     room = sum(max(0, store.shard(s).map_room() - store.map_headroom(s)) for s in range(store.shard_count))
     if needed > room:

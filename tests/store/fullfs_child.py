@@ -406,9 +406,37 @@ def chainstate_scenario(mount: str) -> dict:
     return out
 
 
+def removal_scenario(mount: str) -> dict:
+    """Fill a store with puts alone until refused, then remove its batch on the disk still full."""
+    path = os.path.join(mount, "store")
+    batch = make_batch(1, depth=22)
+    out: dict = {}
+    with ReserveStore(path, shards=2) as store:
+        store.batches.add(batch)
+        stamper = Stamper(batch)
+        stored, exc, _ = _fill(store, stamper)
+        out["refusal"] = _describe(exc)
+        out["stored"] = len(stored)
+        out["free_at_refusal"] = os.statvfs(mount).f_bfree * os.statvfs(mount).f_frsize
+        try:
+            out["removed"] = store.batches.remove(batch.id)
+        except Exception as failed:  # noqa: BLE001 - reported, the test judges it
+            out["removal_refusal"] = _describe(failed)
+        out["chunks_after"] = store.stats()["chunks"]
+        out["free_after_removal"] = os.statvfs(mount).f_bfree * os.statvfs(mount).f_frsize
+        a, d = random_cac()
+        try:
+            store.batches.add(make_batch(2, depth=22))
+            out["put_after_removal"] = store.put(d, Stamper(make_batch(2, depth=22)).stamp(a)).stored
+        except Exception as failed:  # noqa: BLE001
+            out["put_after_removal"] = _describe(failed)
+    out["verify"] = _verify(path)
+    return out
+
+
 SCENARIOS = {"store": store_scenario, "daemon": daemon_scenario, "import": import_scenario,
              "restart": restart_scenario, "lockfile": lockfile_scenario,
-             "chainstate": chainstate_scenario}
+             "chainstate": chainstate_scenario, "removal": removal_scenario}
 
 if __name__ == "__main__":
     name, mount, *rest = sys.argv[1:]

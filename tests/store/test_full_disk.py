@@ -109,3 +109,17 @@ def test_serve_with_a_chainstate_file_starts_on_a_full_disk(tmp_path):
     # a chain state the store does not hold yet and cannot store: refused, as before
     assert r["newer_listening"] is False and r["newer_exit"] == 1, r
     assert any("cannot store the chain state" in m for m in r["newer_error"]), r
+
+
+def test_a_store_filled_by_puts_can_still_remove_a_batch_on_its_full_disk(tmp_path):
+    """An operator's sweep: a store that filled its own disk could not remove a batch (LMDB copies pages even
+    to delete), so DELETE /batches was a 507 until space was freed outside the store. Puts now stop short of
+    the disk's end, and the room they leave is the removal's."""
+    r = run_in_small_fs("removal", "32m")
+    refusal = r["refusal"]
+    assert refusal["type"] == "StoreFull" and refusal["reason"] == "disk_full", r
+    assert "full for puts" in refusal["message"] and "short of its end" in refusal["message"], r
+    assert r["stored"] > 1000 and r["free_at_refusal"] < 2 << 20  # the disk was the limit, and was nearly used
+    assert "removal_refusal" not in r and r["removed"] == r["stored"] and r["chunks_after"] == 0, r
+    assert r["put_after_removal"] is True, r
+    assert r["verify"] == []

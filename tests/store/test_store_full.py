@@ -302,6 +302,29 @@ def test_a_removal_left_by_a_full_disk_does_not_stop_the_store_opening_on_it(tmp
     _clean(path)
 
 
+def test_puts_stop_short_of_the_disks_end_and_a_removal_gives_them_room_again(tmp_path, monkeypatch):
+    """Puts leave the disk's headroom to removals: an operator's sweep found a store that had filled its own
+    disk unable to remove a batch. Pages a removal freed inside the files take puts again, disk still tight."""
+    from chunkstore.store import store as store_module
+
+    path = tmp_path / "s"
+    with ReserveStore(path, shards=2) as store:
+        store.batches.add(B1)
+        store.batches.add(B2)
+        for _, d, st in _chunks(Stamper(B1), 600):
+            store.put(d, st)
+        before = dump(store)
+        monkeypatch.setattr(store_module, "free_bytes", lambda p: store.disk_headroom() // 2)
+        (_, d1, st1), (a2, d2, st2) = _chunks(Stamper(B2), 2)
+        with pytest.raises(StoreFull, match="full for puts .* short of its end, left for removals") as info:
+            store.put(d1, st1)
+        assert info.value.reason == "disk_full" and info.value.errno == errno.ENOSPC
+        assert dump(store) == before and store.write_refusal().reason == "disk_full"
+        assert store.batches.remove(B1.id) == 600  # a removal is not held to the headroom
+        assert store.put(d2, st2).stored and store.get(a2) == d2  # into the pages the removal freed
+    _clean(path)
+
+
 # ---------------------------------------------------------------- map size
 
 

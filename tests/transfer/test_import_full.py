@@ -21,6 +21,7 @@ from api.cli import import_main
 from chunkstore.reserve import ReserveStore
 from chunkstore.store.errors import StoreFull
 from chunkstore.store.shard import Shard
+from chunkstore.store.store import ChunkStore
 from chunkstore.store.verify import verify_store
 from chunkstore.transfer import importer
 from chunkstore.transfer import readers as importreaders
@@ -123,9 +124,15 @@ def test_an_import_the_disk_cannot_take_is_refused_before_any_write(setup, monke
     path, tar, _, _ = setup
     before = _dump(path)
     monkeypatch.setattr(importer, "free_bytes", lambda p: 300 * 4096)  # less than the 200 full chunks need
-    with pytest.raises(InsufficientSpace, match=r"would add up to .* MiB .* has 1\.2 MiB free; nothing was imported"):
+    with pytest.raises(InsufficientSpace, match=r"would add up to .* MiB .* has 1\.2 MiB free, of which puts leave"):
         _import(path, tar, batches=[make_batch(5)])
     assert _dump(path) == before  # not even the --batches were registered
+    # Room for the records, not for them and the headroom puts leave to removals: refused as well.
+    monkeypatch.setattr(importer, "free_bytes", lambda p: (20 << 20))
+    monkeypatch.setattr(ChunkStore, "disk_headroom", lambda self: 16 << 20)
+    with pytest.raises(InsufficientSpace, match=r"has 20\.0 MiB free, of which puts leave 16\.0 MiB to removals"):
+        _import(path, tar)
+    assert _dump(path) == before
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         assert import_main(["--data-dir", path, "--workers", "0", tar, *in_process_budget_args()]) == 1
