@@ -76,6 +76,16 @@ def _describe(exc: BaseException) -> dict:
     }
 
 
+def _fill_reported(store: ReserveStore, batch, out: dict) -> tuple[Stamper, list[bytes], list[bytes]]:
+    """``_fill`` under ``batch`` (added first), its refusal and count in ``out``: (stamper, stored, refused group)."""
+    store.batches.add(batch)
+    stamper = Stamper(batch)
+    stored, exc, refused = _fill(store, stamper)
+    out["refusal"] = _describe(exc)
+    out["stored"] = len(stored)
+    return stamper, stored, refused
+
+
 def store_scenario(mount: str) -> dict:
     """Fill a store to ENOSPC/EIO; check the refusal, the store, recovery once the filler is deleted."""
     filler = _filler(mount, 1 << 20)
@@ -83,11 +93,7 @@ def store_scenario(mount: str) -> dict:
     batch = make_batch(1, depth=22)
     out: dict = {}
     with ReserveStore(path, shards=2) as store:
-        store.batches.add(batch)
-        stamper = Stamper(batch)
-        stored, exc, refused = _fill(store, stamper)
-        out["refusal"] = _describe(exc)
-        out["stored"] = len(stored)
+        stamper, stored, refused = _fill_reported(store, batch, out)
         out["refused_group_stored"] = sum(store.has(a) for a in refused if a not in set(stored))
         out["stored_readable"] = all(len(store.get(a)) == 4104 for a in stored[-50:])
         out["verify_after_refusal"] = _verify(path)
@@ -412,11 +418,7 @@ def removal_scenario(mount: str) -> dict:
     batch = make_batch(1, depth=22)
     out: dict = {}
     with ReserveStore(path, shards=2) as store:
-        store.batches.add(batch)
-        stamper = Stamper(batch)
-        stored, exc, _ = _fill(store, stamper)
-        out["refusal"] = _describe(exc)
-        out["stored"] = len(stored)
+        _, stored, _ = _fill_reported(store, batch, out)
         out["free_at_refusal"] = os.statvfs(mount).f_bfree * os.statvfs(mount).f_frsize
         try:
             out["removed"] = store.batches.remove(batch.id)
