@@ -17,7 +17,8 @@ finished.
 Shutdown: on the first SIGTERM, SIGINT or SIGHUP the listener closes, in-flight
 requests get up to ``--shutdown-timeout`` seconds to finish, a running sample
 is cancelled, the thread pool drains and the store is closed. A second signal
-during that is logged and ignored.
+during that cuts the wait short (an operator's second Ctrl-C): the requests
+still running are cut off, and nothing they had not committed is stored.
 """
 
 from __future__ import annotations
@@ -172,12 +173,16 @@ async def serve(
     await runner.setup()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    hurry = asyncio.Event()  # a second signal: stop waiting for the requests in flight
     demo_stop = threading.Event()
     demo_future: asyncio.Future[Any] | None = None
 
     def on_signal(signame: str) -> None:
         if stop.is_set():
-            log.info("already shutting down", extra={"fields": {"signal": signame}})
+            if not hurry.is_set():
+                log.warning("second signal: cutting off the requests in flight now",
+                            extra={"fields": {"signal": signame, "in_flight": state.inflight}})
+                hurry.set()
             return
         log.info("shutting down", extra={"fields": {"signal": signame, "drain_timeout_s": config.shutdown_timeout}})
         demo_stop.set()
@@ -222,7 +227,7 @@ async def serve(
         if started is not None:
             started.set()
         await stop.wait()
-        await drain(runner, state, config.shutdown_timeout)
+        await drain(runner, state, config.shutdown_timeout, hurry)
     finally:
         for sig in _STOP_SIGNALS:
             try:
@@ -251,8 +256,9 @@ def _start_sampler_pool(store: ReserveStore, workers: int | None) -> None:
     log.info("sampler pool started", extra={"fields": {"workers": size, "seconds": round(time.perf_counter() - t0, 2)}})
 
 
-async def drain(runner: web.AppRunner, state: AppState, timeout: float) -> None:
-    """Stop listening, then let the requests already in handlers finish (bodies still arriving included).
+async def drain(runner: web.AppRunner, state: AppState, timeout: float, hurry: asyncio.Event | None = None) -> None:
+    """Stop listening, then let the requests already in handlers finish (bodies still arriving included),
+    for at most ``timeout`` seconds, or until ``hurry`` is set.
 
     aiohttp's own shutdown stops reading from connections at once, so an upload
     whose body is still arriving would be cut off; hence this wait comes first.
@@ -263,7 +269,16 @@ async def drain(runner: web.AppRunner, state: AppState, timeout: float) -> None:
     await close_streams(state)  # a chunk stream would hold the drain for as long as its client likes
     if state.inflight:
         log.info("draining", extra={"fields": {"in_flight": state.inflight, "timeout_s": timeout}})
-    if not await state.wait_idle(timeout):
+    idle = asyncio.ensure_future(state.wait_idle(timeout))
+    waits: set[asyncio.Future[Any]] = {idle}
+    if hurry is not None:
+        waits.add(asyncio.ensure_future(hurry.wait()))
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for waiting in pending:
+        waiting.cancel()
+    if idle not in done:
+        log.warning("drain cut short; cutting off the remaining requests", extra={"fields": {"in_flight": state.inflight}})
+    elif not idle.result():
         log.warning("drain timeout; cutting off the remaining requests", extra={"fields": {"in_flight": state.inflight}})
 
 

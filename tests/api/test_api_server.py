@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -127,6 +128,46 @@ async def test_sigterm_drains_an_in_flight_upload(tmp_path, daemons):
     assert await asyncio.get_running_loop().run_in_executor(None, d.wait, 60) == 0
     with ReserveStore(tmp_path / "data") as store:
         assert store.get(addr) == data
+
+
+async def test_a_second_sigterm_cuts_the_drain_short(tmp_path, daemons):
+    """A second signal was logged and ignored: an operator's second Ctrl-C still waited out the whole
+    --shutdown-timeout for a client that had stopped sending its body."""
+    d = daemons(tmp_path / "data", "--shutdown-timeout", "120").start()
+    up = Uploader(seed=b"hurry")
+    async with aiohttp.ClientSession() as s:
+        async with s.post(d.url("/batches"), json=up.batch_json()) as r:
+            assert r.status == 201
+        addr, data, stamp = up.cac(os.urandom(3000))
+        sent_head, release = asyncio.Event(), asyncio.Event()
+
+        async def stalled_body():
+            yield data[:100]
+            sent_head.set()
+            await release.wait()  # the client stops sending, for longer than the test runs
+            yield data[100:]
+
+        async def post():
+            with contextlib.suppress(aiohttp.ClientError):
+                async with s.post(d.url("/chunks"), data=stalled_body(),
+                                  headers={"Swarm-Postage-Stamp": stamp.hex()}) as r:
+                    return r.status
+            return None
+
+        task = asyncio.ensure_future(post())
+        await sent_head.wait()
+        await asyncio.sleep(0.3)  # the request is in the handler, waiting for its body
+        d.signal(signal.SIGTERM)
+        await asyncio.sleep(0.5)
+        assert d.proc.poll() is None  # the first signal waits for the upload
+        t0 = time.monotonic()
+        d.signal(signal.SIGTERM)
+        code = await asyncio.get_running_loop().run_in_executor(None, d.wait, 60)
+        assert code == 0 and time.monotonic() - t0 < 30  # well under the 120 s drain
+        release.set()
+        assert await task != 201
+    with ReserveStore(tmp_path / "data") as store:
+        assert not store.has(addr)  # the cut-off upload left nothing
 
 
 async def kill_round(data_dir: Path, daemons, up: Uploader, acked: dict[bytes, bytes], seconds: float,
