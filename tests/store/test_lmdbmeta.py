@@ -71,3 +71,37 @@ def test_a_file_cut_short_of_pages_in_use_is_still_refused(tmp_path):
     assert "the file was cut short" in (shortfall(data_file) or "")
     with pytest.raises(StoreFormatError, match="cut short"):
         ReserveStore(path, shards=2)
+
+
+def test_the_free_list_reader_finds_exactly_the_pages_no_database_holds(tmp_path):
+    """The reader of the free database (its long lists on overflow pages included, as a large removal writes
+    them) against LMDB's own page counts: every page is a meta page, a database's, the free database's own,
+    or free."""
+    import struct
+
+    from chunkstore.store.lmdbmeta import DBS_AT, _all_free
+
+    path = str(tmp_path / "s")
+    _filled(path, 1500, remove=True)
+    with ReserveStore(path, shards=2) as store:
+        held = {}
+        for s in (0, 1):
+            shard = store.shard(s)
+            dbs = (shard.info_db, shard.chunks, shard.tails, shard.stamps, shard.slots, shard.pending,
+                   shard.pinrefs, shard.pinsets, shard.cache, shard.lru)
+            with shard.env.begin() as txn:
+                stats = [txn.stat()] + [txn.stat(db) for db in dbs if db is not None]
+            held[s] = sum(st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"] for st in stats)
+    for s in (0, 1):
+        data_file = os.path.join(path, f"shard-00{s}", "data.mdb")
+        with open(data_file, "rb") as f:
+            metas = []
+            for page in (0, 1):
+                f.seek(page * 4096)
+                raw = f.read(META_BYTES)
+                last_pg, txnid = last_page_and_txn(raw)
+                metas.append((txnid, last_pg, struct.unpack_from("<IHHQQQQQ", raw, DBS_AT)))
+        _, last_pg, (_, _, _, branch, leaf, overflow, _, root) = max(metas)
+        assert overflow > 0  # a list long enough to lie on overflow pages, as the case wants
+        free = [p for p in range(2, last_pg + 1) if _all_free(data_file, 4096, root, range(p, p + 1))]
+        assert len(free) == last_pg + 1 - 2 - held[s] - (branch + leaf + overflow)
