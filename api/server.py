@@ -318,8 +318,8 @@ def run(config: Config) -> int:
         store = ReserveStore(config.data_dir, config.shards, overlay=overlay, reserve=reserve_options(config),
                              map_size=config.map_size)
     except StoreFormatError as exc:
-        log.error(
-            "data dir holds a store this version cannot open; refusing to start",
+        log.error(  # the reason in the message itself: a shard count given wrong is no format problem
+            f"cannot open the store in the data dir ({exc}); refusing to start",
             extra={"fields": {"data_dir": str(config.data_dir), "error": str(exc)}},
         )
         return 2

@@ -3,6 +3,7 @@ traceback (a CLI sweep met tracebacks for each of these)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -276,3 +277,18 @@ def test_version_is_printed_without_loading_the_daemon(arg):
     lines = out.stdout.splitlines()
     assert lines[0] == f"chunkstore {chunkstore.__version__} (Bee API {API_VERSION})", out
     assert lines[1].split() == ["0", "False", "False"], out
+
+
+def test_serve_with_another_shard_count_names_it(tmp_path):
+    """A restart soak: `serve --shards 4` on a store of 2 said "data dir holds a store this version cannot
+    open", which reads as a format problem; the shard counts were only in a field after it."""
+    path = tmp_path / "store"
+    with ReserveStore(path, 2):
+        pass
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "api.cli", "serve", "--data-dir", str(path), "--shards", "4",
+                           "--port", "0", "--log-format", "json"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    errors = [json.loads(line)["msg"] for line in done.stderr.splitlines() if '"level":"error"' in line]
+    assert any("store has 2 shards; opened asking for 4" in m for m in errors), done.stderr
