@@ -42,7 +42,7 @@ from .policy import OpenPolicy, StorePolicy
 from .recovery import recover
 from .shard import Buffer, Entry, Shard
 from .tags import TagStore
-from .writefailures import Refusal, WriteHealth, free_bytes, size_text
+from .writefailures import Refusal, WriteHealth, disk_space, size_text
 from .writelock import WriterLock
 from .writes import WriteSession
 
@@ -66,6 +66,10 @@ MIN_MAP_HEADROOM = 256 << 10
 DISK_HEADROOM_SHARE = 64
 MAX_DISK_HEADROOM = 64 << 20
 MIN_FILE_CHURN = 1 << 20
+
+
+def _headroom_of(disk_size: int) -> int:
+    return min(MAX_DISK_HEADROOM, disk_size // DISK_HEADROOM_SHARE)
 
 
 # How a put keeps a chunk (``PutResult.kept``).
@@ -499,18 +503,15 @@ class ChunkStore:
 
     def disk_headroom(self) -> int:
         """Bytes of the store's file system that puts leave free, to removals and evictions."""
-        try:
-            st = os.statvfs(self.path)
-        except OSError:
-            return 0
-        return min(MAX_DISK_HEADROOM, st.f_blocks * st.f_frsize // DISK_HEADROOM_SHARE)
+        space = disk_space(self.path)
+        return 0 if space is None else _headroom_of(space[1])
 
     def _check_disk_room(self, needs: dict[int, int]) -> None:
         """Refuse a put that would leave less than the headroom free on the disk (``needs``: bytes per shard)."""
-        free = free_bytes(self.path)
-        if free is None:
+        space = disk_space(self.path)  # one statvfs a put: free space and size together
+        if space is None:
             return
-        headroom = self.disk_headroom()
+        free, headroom = space[0], _headroom_of(space[1])
         if free >= headroom + sum(needs.values()):
             return  # the common case: no need to count the shards' pages
         # Pages freed inside a shard's file take new chunks without growing it (after a batch removal, say),

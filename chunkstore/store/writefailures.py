@@ -37,14 +37,20 @@ RECOVERY_MARGIN = 1 << 20
 _DISK_FULL = {errnos.ENOSPC, errnos.EDQUOT}
 
 
-def free_bytes(path: str) -> int | None:
-    """Bytes this process may still write on the file system holding ``path``; None if unknown."""
+def disk_space(path: str) -> tuple[int, int] | None:
+    """(bytes this process may still write, the size) of the file system holding ``path``; None if unknown."""
     try:
         st = os.statvfs(path)
     except OSError:
         return None
     blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail  # root may use the reserved blocks
-    return blocks * st.f_frsize
+    return blocks * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def free_bytes(path: str) -> int | None:
+    """Bytes this process may still write on the file system holding ``path``; None if unknown."""
+    space = disk_space(path)
+    return None if space is None else space[0]
 
 
 def _mib(n: int | None) -> str:

@@ -314,7 +314,8 @@ def test_puts_stop_short_of_the_disks_end_and_a_removal_gives_them_room_again(tm
         for _, d, st in _chunks(Stamper(B1), 600):
             store.put(d, st)
         before = dump(store)
-        monkeypatch.setattr(store_module, "free_bytes", lambda p: store.disk_headroom() // 2)
+        headroom, (_, size) = store.disk_headroom(), store_module.disk_space(str(path))
+        monkeypatch.setattr(store_module, "disk_space", lambda p: (headroom // 2, size))
         (_, d1, st1), (a2, d2, st2) = _chunks(Stamper(B2), 2)
         with pytest.raises(StoreFull, match="full for puts .* short of its end, left for removals") as info:
             store.put(d1, st1)
