@@ -38,6 +38,7 @@ from chunkstore.swarm.errors import BucketFull, InvalidChunk, InvalidSignature, 
 from chunkstore.swarm.soc import SOC, parse_soc, verify_soc_signature
 
 from .errors import ApiError, ParamError, json_response, nearest, status_for, status_response
+from .listeners import deliver_gsoc
 from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint, request_query
 from .putqueue import put_restamping
@@ -253,6 +254,7 @@ async def post_chunk(request: web.Request) -> web.Response:
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
+    await deliver_gsoc(st, result, data)
     return _created(request, result, tracker)
 
 
@@ -282,6 +284,7 @@ async def post_soc(request: web.Request) -> web.Response:
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
+    await deliver_gsoc(st, result, soc.data)
     return _created(request, result, tracker)
 
 

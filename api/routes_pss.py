@@ -12,8 +12,8 @@ them, and answers 201 without storing the chunk. That is what this node does,
 so a message sent here reaches the WebSocket subscribers of its topic here
 (bee-js' ``pssSend`` with ``pssSubscribe``/``pssReceive``, swarm-cli's ``pss``).
 A topic is the Keccak-256 of the path's topic text, on both routes. A GSOC
-subscription hears the SOCs peers push to the node, so here it stays open
-and silent, as on the reference with no peers.
+subscription hears each SOC stored at its address through this node's
+uploads (``api.listeners`` says why, and how the reference differs).
 
 Refusals, as the reference words them: a bad topic, target or recipient 400
 (``invalid path params``, ``invalid query params``; a recipient may also be
@@ -26,7 +26,6 @@ reference); the mining stops when the client goes away.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import coincurve
@@ -39,6 +38,7 @@ from chunkstore.swarm.constants import ADDRESS_SIZE
 from chunkstore.swarm.errors import BucketFull
 
 from .errors import ApiError, ParamError, status_response
+from .listeners import broadcast
 from .params import decode_hex, request_query
 from .routes_chunks import read_body
 from .state import AppState, state_of
@@ -46,7 +46,6 @@ from .uploads import in_upload_thread, required_batch_id
 
 log = logging.getLogger(__name__)
 
-SEND_DEADLINE = 4.0  # seconds to hand a message to one subscriber (the reference's write deadline)
 PING_SECONDS = 60.0  # the reference's WebSocket ping period
 
 
@@ -81,12 +80,7 @@ async def _deliver(st: AppState, data: bytes) -> None:
     if opened is None:
         return
     topic, message = opened
-    for ws in list(st.pss_topics.get(topic, ())):
-        try:
-            await asyncio.wait_for(ws.send_bytes(message), SEND_DEADLINE)
-        except (ConnectionError, TimeoutError, RuntimeError) as exc:  # a subscriber gone or stuck: drop it
-            log.debug("pss subscriber dropped", extra={"fields": {"error": repr(exc)}})
-            await ws.close()
+    await broadcast(st.pss_topics.get(topic, ()), message, "pss")
 
 
 async def pss_send(request: web.Request) -> web.Response:
@@ -120,42 +114,40 @@ async def pss_send(request: web.Request) -> web.Response:
     return status_response(201)
 
 
-async def _subscription(request: web.Request, subscribers: set[web.WebSocketResponse] | None) -> web.WebSocketResponse:
-    """Hold a subscriber's WebSocket open until it goes (or the daemon stops), listed in ``subscribers``."""
+async def _subscription(
+    request: web.Request, registry: dict[bytes, set[web.WebSocketResponse]], key: bytes
+) -> web.WebSocketResponse:
+    """Hold a subscriber's WebSocket open until it goes (or the daemon stops), listed under ``key`` in
+    ``registry`` meanwhile; a key whose last subscriber left is dropped."""
     st = state_of(request)
     ws = web.WebSocketResponse(heartbeat=PING_SECONDS, max_msg_size=pss.MAX_PAYLOAD + 1)
     if not ws.can_prepare(request).ok:
         raise ApiError(400, "upgrade failed: a WebSocket upgrade request is required")
     await ws.prepare(request)
     st.streams.add(ws)  # closed first on shutdown, with the chunk streams
-    if subscribers is not None:
-        subscribers.add(ws)
+    subscribers = registry.setdefault(key, set())
+    subscribers.add(ws)
     try:
         async for _ in ws:  # the reference reads nothing from a subscriber; this answers its control frames
             pass
     finally:
-        if subscribers is not None:
-            subscribers.discard(ws)
+        subscribers.discard(ws)
+        if not subscribers and registry.get(key) is subscribers:
+            del registry[key]
         st.streams.discard(ws)
     return ws
 
 
 async def pss_subscribe(request: web.Request) -> web.WebSocketResponse:
-    st = state_of(request)
     topic = pss.topic_of(request.match_info["topic"])
-    subscribers = st.pss_topics.setdefault(topic, set())
-    try:
-        return await _subscription(request, subscribers)
-    finally:
-        if not subscribers and st.pss_topics.get(topic) is subscribers:
-            del st.pss_topics[topic]
+    return await _subscription(request, state_of(request).pss_topics, topic)
 
 
 async def gsoc_subscribe(request: web.Request) -> web.WebSocketResponse:
-    """The reference's GSOC listener hears SOCs that peers push to this node; with no peers there are none,
-    so the socket stays open and silent, as on the reference (bee-js' gsocSubscribe opens it)."""
-    decode_hex("path", "address", request.match_info["address"], size=ADDRESS_SIZE)
-    return await _subscription(request, None)
+    """Hear the SOCs stored at the path's address: each one's payload, as one binary message
+    (``api.listeners``)."""
+    address = decode_hex("path", "address", request.match_info["address"], size=ADDRESS_SIZE)
+    return await _subscription(request, state_of(request).gsoc_addresses, address)
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

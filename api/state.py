@@ -79,6 +79,8 @@ class AppState:
     streams: set[web.WebSocketResponse] = field(default_factory=set)  # open WebSockets: chunk streams, PSS
     # PSS subscribers by topic (api.routes_pss): a message sent here is delivered to them
     pss_topics: dict[bytes, set[web.WebSocketResponse]] = field(default_factory=dict)
+    # GSOC subscribers by SOC address (api.listeners): a SOC uploaded here is delivered to them
+    gsoc_addresses: dict[bytes, set[web.WebSocketResponse]] = field(default_factory=dict)
     version: str = "0.0.0"
     welcome_message: str = ""  # /welcome-message (api.routes_peers), kept in memory as the reference keeps it
     ready: bool = True

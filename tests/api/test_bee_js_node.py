@@ -81,6 +81,7 @@ def test_bee_js_node_owned_surface(dev_daemon: Daemon, tmp_path: Path) -> None:
     # SOC, tag, pins, retrievability, streamed directory
     assert r["soc"]["owner"] == owner.hex()
     assert r["pssReceived"] == "hello over pss"
+    assert r["gsocReceived"] == "hello over gsoc"
     env = r["envelope"]
     assert env["reference"] == env["address"] and env["batchId"] == r["batchId"]
     assert env["issuer"].removeprefix("0x").lower() == addresses["ethereum"].removeprefix("0x")  # the node signed it

@@ -109,10 +109,49 @@ def _mining() -> bool:
                for frame in sys._current_frames().values() for f in traceback.extract_stack(frame))
 
 
-async def test_a_gsoc_subscription_opens_and_stays_silent(client):
-    """bee-js' gsocSubscribe failed on a 404 here; the reference opens the socket, and with no peers to push
-    SOCs to it, nothing arrives."""
-    async with client.ws_connect(f"/gsoc/subscribe/{'ab' * 32}") as ws:
-        assert await _next_message(ws, 0.3) is None and not ws.closed
+def _soc(payload: bytes, soc_id: bytes = b"\x07" * 32):
+    from chunkstore.swarm.signer import Signer
+    from chunkstore.swarm.soc import make_soc
+
+    return make_soc(Signer(b"\x42" * 32), soc_id, len(payload).to_bytes(8, "little") + payload)
+
+
+async def test_a_soc_uploaded_here_reaches_the_gsoc_subscribers_of_its_address(client):
+    """bee-js' gsocSubscribe with gsocSend (bee-js' own end-to-end test) waited forever: the socket stayed
+    silent. This node is the neighbourhood of every SOC it stores, so an upload reaches its subscribers."""
+    # POST /chunks reads a body of up to 4,104 bytes as a CAC (as the reference does): a SOC through it is longer
+    first, second = _soc(b"GSOC!"), _soc(b"again".ljust(4096, b"."))
+    other = _soc(b"elsewhere", b"\x08" * 32)
+    sub = f"/gsoc/subscribe/{first.address.hex()}"
+    async with client.ws_connect(sub) as a, client.ws_connect("/v1" + sub) as b, \
+            client.ws_connect(f"/gsoc/subscribe/{other.address.hex()}") as c:
+        await asyncio.sleep(0.05)
+        r = await client.post(f"/soc/{first.owner.hex()}/{first.id.hex()}", params={"sig": first.signature.hex()},
+                              data=first.wrapped_data, headers=upload_headers())
+        assert r.status == 201, await r.text()
+        assert await _next_message(a) == b"GSOC!" and await _next_message(b) == b"GSOC!"
+        # the same address through POST /chunks (a SOC's whole data), as a SOC pushed by a peer would come
+        r = await client.post("/chunks", data=second.data, headers=upload_headers())
+        assert r.status == 201, await r.text()
+        assert (await r.json())["reference"] == first.address.hex()
+        assert await _next_message(a) == b"again".ljust(4096, b".")
+        assert await _next_message(c, 0.3) is None  # another address heard nothing
+        # a content-addressed chunk is no message, even at an address someone listens on
+        cac = len(b"plain").to_bytes(8, "little") + b"plain"
+        cac_address = (await (await client.post("/chunks", data=cac, headers=upload_headers())).json())["reference"]
+        async with client.ws_connect(f"/gsoc/subscribe/{cac_address}") as d:
+            await asyncio.sleep(0.05)
+            assert (await client.post("/chunks", data=cac, headers=upload_headers())).status == 201
+            assert await _next_message(d, 0.3) is None
+    from api.state import STATE
+
+    for _ in range(50):  # the subscriptions are forgotten once their sockets close
+        if not client.app[STATE].gsoc_addresses:
+            break
+        await asyncio.sleep(0.02)
+    assert not client.app[STATE].gsoc_addresses
+
+
+async def test_gsoc_subscription_refusals(client):
     await expect_error(await client.get("/gsoc/subscribe/abcd"), 400, "invalid path params")
     await expect_error(await client.get(f"/gsoc/subscribe/{'ab' * 32}"), 400, "WebSocket")

@@ -214,6 +214,29 @@ async function main() {
   results.pssReceived = await call('bee.pssReceive(topic, 20000)', () => received, (m) => m.toUtf8())
   results.pssReceived = results.pssReceived.toUtf8()
 
+  // GSOC: a signer mined for the node's neighbourhood (proximity 4 keeps the mining short), a subscription
+  // on its SOC address, and a message sent as a SOC of that address (bee-js' own end-to-end GSOC flow).
+  const gsocId = new Identifier(new Uint8Array(randomBytes(32)))
+  const { overlay } = await bee.getNodeAddresses()
+  const gsocSigner = await call('bee.gsocMine(overlay, id, 4)', () => bee.gsocMine(overlay, gsocId, 4), () => 'a signer')
+  let subscription
+  const heard = new Promise((resolve, reject) => {
+    subscription = bee.gsocSubscribe(gsocSigner.publicKey().address(), gsocId, {
+      onMessage: (message) => resolve(message.toUtf8()),
+      onError: reject,
+      onClose: () => undefined,
+    })
+    setTimeout(() => {
+      subscription.cancel() // an open socket would keep node running past the failure
+      reject(new Error('no GSOC message within 20 s'))
+    }, 20000).unref()
+  })
+  await new Promise((resolve) => setTimeout(resolve, 300)) // the subscription is open before the send
+  await call("bee.gsocSend(batch, signer, id, 'hello over gsoc')", () =>
+    bee.gsocSend(batchId, gsocSigner, gsocId, 'hello over gsoc'))
+  results.gsocReceived = await call('gsocSubscribe(...).onMessage', () => heard)
+  subscription.cancel()
+
   // A stamp the node signs for a chunk the client uploads itself (bee-js' documented envelope flow).
   const enveloped = bee.makeContentAddressedChunk(new Uint8Array(randomBytes(300)))
   const envelope = await call('bee.createEnvelope(batch, chunk.address)', () =>
