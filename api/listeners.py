@@ -32,9 +32,22 @@ log = logging.getLogger(__name__)
 SEND_DEADLINE = 4.0  # seconds to hand a message to one subscriber (the reference's write deadline)
 
 
-async def broadcast(subscribers: Iterable[web.WebSocketResponse], message: bytes, kind: str) -> None:
-    """Send ``message`` to each subscriber as one binary frame; one gone or stuck is closed and skipped."""
-    for ws in list(subscribers):
+_sending: set[asyncio.Task[None]] = set()  # fan-outs under way (the loop keeps only weak references to tasks)
+
+
+def broadcast(subscribers: Iterable[web.WebSocketResponse], message: bytes, kind: str) -> None:
+    """Start sending ``message`` to each subscriber as one binary frame, without holding up the caller (the
+    upload's answer waits for no subscriber, as the reference hands messages over in goroutines); one gone
+    or stuck for ``SEND_DEADLINE`` is closed and skipped."""
+    targets = list(subscribers)
+    if targets:
+        task = asyncio.ensure_future(_send_each(targets, message, kind))
+        _sending.add(task)
+        task.add_done_callback(_sending.discard)
+
+
+async def _send_each(subscribers: list[web.WebSocketResponse], message: bytes, kind: str) -> None:
+    for ws in subscribers:
         try:
             await asyncio.wait_for(ws.send_bytes(message), SEND_DEADLINE)
         except (ConnectionError, TimeoutError, RuntimeError) as exc:
@@ -42,9 +55,9 @@ async def broadcast(subscribers: Iterable[web.WebSocketResponse], message: bytes
             await ws.close()
 
 
-async def deliver_gsoc(st: AppState, stored: PutResult, chunk: bytes) -> None:
+def deliver_gsoc(st: AppState, stored: PutResult, chunk: bytes) -> None:
     """Hand the payload of the chunk just stored to the GSOC subscribers of its address, if it is a SOC
     (``id | signature | span | payload``); a CAC at a subscribed address is no message."""
     subscribers = st.gsoc_addresses.get(stored.address)
     if subscribers and stored.chunk_type == ChunkType.SOC:
-        await broadcast(subscribers, chunk[SOC_HEADER_SIZE + SPAN_SIZE :], "gsoc")
+        broadcast(subscribers, chunk[SOC_HEADER_SIZE + SPAN_SIZE :], "gsoc")

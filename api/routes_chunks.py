@@ -254,7 +254,7 @@ async def post_chunk(request: web.Request) -> web.Response:
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
-    await deliver_gsoc(st, result, data)
+    deliver_gsoc(st, result, data)
     return _created(request, result, tracker)
 
 
@@ -284,7 +284,7 @@ async def post_soc(request: web.Request) -> web.Response:
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
-    await deliver_gsoc(st, result, soc.data)
+    deliver_gsoc(st, result, soc.data)
     return _created(request, result, tracker)
 
 

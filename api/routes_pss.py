@@ -80,7 +80,7 @@ async def _deliver(st: AppState, data: bytes) -> None:
     if opened is None:
         return
     topic, message = opened
-    await broadcast(st.pss_topics.get(topic, ()), message, "pss")
+    broadcast(st.pss_topics.get(topic, ()), message, "pss")
 
 
 async def pss_send(request: web.Request) -> web.Response:

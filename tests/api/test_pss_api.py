@@ -155,3 +155,33 @@ async def test_a_soc_uploaded_here_reaches_the_gsoc_subscribers_of_its_address(c
 async def test_gsoc_subscription_refusals(client):
     await expect_error(await client.get("/gsoc/subscribe/abcd"), 400, "invalid path params")
     await expect_error(await client.get(f"/gsoc/subscribe/{'ab' * 32}"), 400, "WebSocket")
+
+
+async def test_a_stuck_subscriber_holds_up_no_upload_and_is_dropped(client, monkeypatch):
+    """Each upload waited for every subscriber's send (up to the 4 s deadline each) before its 201."""
+    import time
+
+    from api import listeners
+    from api.state import STATE
+
+    class Stuck:
+        closed = False
+
+        async def send_bytes(self, data: bytes) -> None:
+            await asyncio.Event().wait()  # a client that stopped reading: the send never completes
+
+        async def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(listeners, "SEND_DEADLINE", 1.5)
+    soc, stuck = _soc(b"to a stuck client"), Stuck()
+    client.app[STATE].gsoc_addresses[soc.address] = {stuck}  # type: ignore[dict-item]
+    t = time.monotonic()
+    r = await client.post(f"/soc/{soc.owner.hex()}/{soc.id.hex()}", params={"sig": soc.signature.hex()},
+                          data=soc.wrapped_data, headers=upload_headers())
+    assert r.status == 201 and time.monotonic() - t < 1.0
+    for _ in range(100):
+        if stuck.closed:
+            break
+        await asyncio.sleep(0.05)
+    assert stuck.closed
