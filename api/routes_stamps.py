@@ -14,6 +14,9 @@ mode). Answers follow the reference node (``pkg/api/postage.go``):
   batch the node does not own;
 - ``GET /stamps/{id}/buckets``: ``{depth, bucketDepth, bucketUpperBound,
   buckets: [{bucketID, collisions}]}`` for all ``2^bucketDepth`` buckets.
+- ``PATCH /stamps/{id}`` ``{"label"}``: the body is read first, as Go's JSON
+  decoder reads it (400 "invalid request body", then "label is required"),
+  and only then the batch looked up (404 "issuer does not exist").
 
 **Dev mode** (``chunkstore serve --dev``) stands in for the chain the
 reference node buys batches on. Nothing is bought and no chain is involved:
@@ -40,6 +43,7 @@ anything else), followed by what to do here: register batches with
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -50,7 +54,6 @@ from chunkstore.store.batchstore import Batch
 from chunkstore.store.issuers import IssuerInfo
 from chunkstore.swarm.constants import MAX_BATCH_DEPTH, NETWORK_BUCKET_DEPTH
 from chunkstore.swarm.digits import decimal_below
-from chunkstore.swarm.jsontext import parse_json
 from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
@@ -157,16 +160,44 @@ async def patch_label(request: web.Request) -> web.Response:
     st = state_of(request)
     require_admin(request, st.config.admin_token)
     batch_id = _batch_id(request)
-    await _owned(st, batch_id)
-    try:
-        body = parse_json(await request.read())
-    except ValueError:
-        raise ApiError(400, "invalid request body") from None
-    label = body.get("label") if isinstance(body, dict) else None
-    if not isinstance(label, str) or not label.strip():
+    label = _label_of(await request.read())
+    if not label.strip():
         raise ApiError(400, "label is required")
+    await _owned(st, batch_id)
     await st.run(_relabel, st, batch_id, label)
     return status_response()  # Bee's jsonhttp.OK(w, nil): {"code": 200, "message": "OK"}
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's members in the order they came, duplicates kept (what Go's decoder walks)."""
+
+
+_GO_JSON_SPACE = " \t\n\r"
+
+
+def _label_of(raw: bytes) -> str:
+    """The label of a ``PATCH /stamps/{id}`` body as Bee reads it: ``json.NewDecoder(r.Body).Decode`` into
+    ``struct{Label string `json:"label"`}``. Only the first JSON value is read (what follows is left
+    unread); members are matched to the field by name case-insensitively, each match overwriting the last;
+    ``null`` leaves the label empty. A body that is no JSON value, a value that is not an object, or a
+    matching member that is neither a string nor null is Go's decode error: 400 "invalid request body"."""
+    text = raw.decode("utf-8", "replace").lstrip(_GO_JSON_SPACE)  # Go puts U+FFFD for bad UTF-8 in strings
+    try:
+        value, _ = json.JSONDecoder(object_pairs_hook=_Pairs).raw_decode(text)
+    except (ValueError, RecursionError):
+        raise ApiError(400, "invalid request body") from None
+    if value is None:
+        return ""
+    if not isinstance(value, _Pairs):
+        raise ApiError(400, "invalid request body")
+    label = ""
+    for name, member in value:
+        if name.lower() != "label" or member is None:
+            continue
+        if not isinstance(member, str):
+            raise ApiError(400, "invalid request body")
+        label = member
+    return label
 
 
 def _relabel(st: AppState, batch_id: bytes, label: str) -> None:

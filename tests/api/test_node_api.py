@@ -116,6 +116,39 @@ async def test_stamps_of_the_node(client):
     assert (await (await client.get(f"/stamps/{BATCH.hex()}")).json())["label"] == "renamed"
 
 
+async def test_label_patch_reads_its_body_as_bee_does(client):
+    """Bee's postageUpdateLabelHandler (postage.go) decodes the body with ``json.NewDecoder(r.Body).Decode``
+    into ``struct{Label string `json:"label"`}`` before it looks the batch up: the first JSON value only,
+    keys matched case-insensitively, a label that is no string a decode error ("invalid request body"),
+    an empty one "label is required", and only then an unknown batch's 404."""
+    await register_batch(client, label="site")
+    url = f"/stamps/{BATCH.hex()}"
+    unknown = f"/stamps/{'cd' * 32}"
+
+    async def patch(path: str, raw: bytes) -> tuple[int, str]:
+        r = await client.patch(path, data=raw, headers={"Content-Type": "application/json"})
+        return r.status, (await r.json())["message"]
+
+    # the body is read before the batch: a bad body of an unknown batch is a 400, not a 404
+    assert await patch(unknown, b"not json") == (400, "invalid request body")
+    assert await patch(unknown, b'{"label": ""}') == (400, "label is required")
+    assert await patch(unknown, b'{"label": "x"}') == (404, "issuer does not exist")
+    for raw in (b"", b'{"label": 5}', b'{"label": ["x"]}', b"[1]", b'"x"', b"7", b'{"label": "x", "LABEL": 1}'):
+        assert await patch(url, raw) == (400, "invalid request body"), raw
+    for raw in (b"null", b"{}", b'{"label": " \\t"}', b'{"other": "x"}', b'{"label": null}'):
+        assert await patch(url, raw) == (400, "label is required"), raw
+
+    async def label() -> str:
+        return str((await (await client.get(url)).json())["label"])
+
+    assert await patch(url, b'{"Label": "folded"}') == (200, "OK")  # Go matches field names case-insensitively
+    assert await label() == "folded"
+    assert await patch(url, b'{"label": "a", "LABEL": "last"}') == (200, "OK")  # the last match wins
+    assert await label() == "last"
+    assert await patch(url, b' {"label": "first"} {"label": "not read"}') == (200, "OK")  # one value is read
+    assert await label() == "first"
+
+
 async def test_buying_without_dev_mode_says_what_to_do(client):
     r = await client.post("/stamps/500000000/20")
     # Bee's answer without a chain backend (since 2.7: 403 before the path is read), then what to do here
