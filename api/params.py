@@ -12,8 +12,10 @@ shows a refused value escaped (``api.errors.printable``).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
@@ -166,3 +168,39 @@ def check_headers(headers: Mapping[str, str]) -> None:
         lower = name.lower()
         if (lower.startswith("swarm-") or lower in READ_HEADERS) and not header_ok(value):
             raise ParamError("header", printable(name), value, "must be printable ASCII")
+
+
+class _Members(list[tuple[str, Any]]):
+    """A JSON object's members in the order they came, duplicates kept (what Go's decoder walks)."""
+
+
+_GO_JSON_SPACE = " \t\n\r"
+
+
+def go_json_string_field(raw: bytes, field: str) -> str:
+    """``field`` of a JSON body as Bee reads it: ``json.NewDecoder(r.Body).Decode`` into a struct whose one
+    string field has the JSON name ``field``. Only the first JSON value is read (what follows is left
+    unread); members match the field by name case-insensitively, each match overwriting the last; ``null``
+    leaves it empty. Raises ``ValueError`` saying why where Go's decoder returns an error: a body that is
+    no JSON value, a value that is not an object, a matching member that is neither a string nor null."""
+    text = raw.decode("utf-8", "replace").lstrip(_GO_JSON_SPACE)  # Go puts U+FFFD for bad UTF-8 in strings
+    try:
+        value, _ = json.JSONDecoder(object_pairs_hook=_Members).raw_decode(text)
+    except RecursionError:
+        raise ValueError("not JSON (nested too deeply)") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if value is None:
+        return ""
+    want = f'want {{"{field}": string}}'
+    if not isinstance(value, _Members):
+        raise ValueError(want)
+    found = ""
+    folded = field.lower()
+    for name, member in value:
+        if name.lower() != folded or member is None:
+            continue
+        if not isinstance(member, str):
+            raise ValueError(want)
+        found = member
+    return found

@@ -26,7 +26,8 @@ views) get Bee's empty shapes, not a 404 that reads as a missing feature.
   named by hash is 404 ``unknown transaction``;
 - ``/welcome-message``: GET answers the message, POST ``{"welcomeMessage"}``
   sets it (at most 140 bytes, the reference's handshake limit; a longer one
-  is a 400 here, where the reference answers 500). It is kept in memory, as
+  is a 400 here, where the reference answers 500), the body read as Go's
+  JSON decoder reads it (``api.params.go_json_string_field``). It is kept in memory, as
   the reference keeps a message set through the API.
 """
 
@@ -36,10 +37,8 @@ from typing import Any
 
 from aiohttp import web
 
-from chunkstore.swarm.jsontext import parse_json
-
 from .errors import ApiError, json_response, status_response
-from .params import decode_hex
+from .params import decode_hex, go_json_string_field
 from .routes_chunks import read_body
 from .state import state_of
 
@@ -86,12 +85,9 @@ async def get_welcome_message(request: web.Request) -> web.Response:
 async def set_welcome_message(request: web.Request) -> web.Response:
     raw = await read_body(request, WELCOME_BODY_LIMIT, "welcome message request too large")
     try:
-        body = parse_json(raw)
+        message = go_json_string_field(raw, "welcomeMessage")
     except ValueError as exc:
-        raise ApiError(400, f"invalid request body: not JSON ({exc})") from None
-    message = body.get("welcomeMessage", "") if isinstance(body, dict) else None
-    if not isinstance(message, str):
-        raise ApiError(400, "invalid request body: want {\"welcomeMessage\": string}")
+        raise ApiError(400, f"invalid request body: {exc}") from None
     if len(message.encode()) > WELCOME_MESSAGE_LIMIT:
         raise ApiError(400, f"handshake welcome message longer than maximum of {WELCOME_MESSAGE_LIMIT} characters")
     state_of(request).welcome_message = message

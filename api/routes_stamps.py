@@ -43,7 +43,6 @@ anything else), followed by what to do here: register batches with
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -58,7 +57,7 @@ from chunkstore.swarm.keccak import keccak256
 
 from .auth import require_admin
 from .errors import ApiError, ParamError, json_response, status_response
-from .params import check_gas_headers, decode_hex, parse_go_bool, parse_uint, request_query
+from .params import check_gas_headers, decode_hex, go_json_string_field, parse_go_bool, parse_uint, request_query
 from .routes_chainstate import current
 from .state import AppState, state_of
 
@@ -160,44 +159,15 @@ async def patch_label(request: web.Request) -> web.Response:
     st = state_of(request)
     require_admin(request, st.config.admin_token)
     batch_id = _batch_id(request)
-    label = _label_of(await request.read())
+    try:
+        label = go_json_string_field(await request.read(), "label")
+    except ValueError:
+        raise ApiError(400, "invalid request body") from None
     if not label.strip():
         raise ApiError(400, "label is required")
     await _owned(st, batch_id)
     await st.run(_relabel, st, batch_id, label)
     return status_response()  # Bee's jsonhttp.OK(w, nil): {"code": 200, "message": "OK"}
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """A JSON object's members in the order they came, duplicates kept (what Go's decoder walks)."""
-
-
-_GO_JSON_SPACE = " \t\n\r"
-
-
-def _label_of(raw: bytes) -> str:
-    """The label of a ``PATCH /stamps/{id}`` body as Bee reads it: ``json.NewDecoder(r.Body).Decode`` into
-    ``struct{Label string `json:"label"`}``. Only the first JSON value is read (what follows is left
-    unread); members are matched to the field by name case-insensitively, each match overwriting the last;
-    ``null`` leaves the label empty. A body that is no JSON value, a value that is not an object, or a
-    matching member that is neither a string nor null is Go's decode error: 400 "invalid request body"."""
-    text = raw.decode("utf-8", "replace").lstrip(_GO_JSON_SPACE)  # Go puts U+FFFD for bad UTF-8 in strings
-    try:
-        value, _ = json.JSONDecoder(object_pairs_hook=_Pairs).raw_decode(text)
-    except (ValueError, RecursionError):
-        raise ApiError(400, "invalid request body") from None
-    if value is None:
-        return ""
-    if not isinstance(value, _Pairs):
-        raise ApiError(400, "invalid request body")
-    label = ""
-    for name, member in value:
-        if name.lower() != "label" or member is None:
-            continue
-        if not isinstance(member, str):
-            raise ApiError(400, "invalid request body")
-        label = member
-    return label
 
 
 def _relabel(st: AppState, batch_id: bytes, label: str) -> None:

@@ -73,6 +73,24 @@ async def test_welcome_message_is_set_and_read_back(client):
     assert await (await client.get("/welcome-message")).json() == {"welcomeMessage": "hello swarm ✓"}
 
 
+async def test_welcome_message_body_is_read_as_go_decodes_it(client):
+    """Bee's setWelcomeMessageHandler decodes ``{"welcomeMessage"}`` with Go's json.Decoder: the field
+    name matches case-insensitively (a member spelt otherwise sets it, it does not clear it), the last
+    match wins, ``null`` is no change to the empty default, and only the first JSON value is read."""
+
+    async def message_after(raw: bytes) -> str:
+        r = await client.post("/welcome-message", data=raw, headers={"Content-Type": "application/json"})
+        assert r.status == 200, (raw, await r.text())
+        return str((await (await client.get("/welcome-message")).json())["welcomeMessage"])
+
+    assert await message_after(b'{"WelcomeMessage": "folded"}') == "folded"
+    assert await message_after(b'{"welcomemessage": "a", "WELCOMEMESSAGE": "last"}') == "last"
+    assert await message_after(b'{"welcomeMessage": "first"} {"welcomeMessage": "not read"}') == "first"
+    assert await message_after(b"null") == ""
+    await expect_error(await client.post("/welcome-message", data=b"[1]"), 400, "welcomeMessage")
+    await expect_error(await client.post("/welcome-message", data=b'{"WELCOMEmessage": true}'), 400, "welcomeMessage")
+
+
 async def test_no_transaction_is_pending_and_none_is_known(client):
     r = await client.get("/transactions")
     assert r.status == 200 and await r.json() == {"pendingTransactions": []}
