@@ -29,7 +29,7 @@ from .errors import ParamError
 from .params import decode_hex
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, state_of
-from .uploads import created, parse_upload, refuse_act_download, run_upload
+from .uploads import act_reference, created, parse_upload, run_upload
 
 OCTET_STREAM = "application/octet-stream"
 
@@ -60,8 +60,7 @@ async def post_bytes(request: web.Request) -> web.Response:
 
 async def get_bytes(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
-    reference = parse_reference(request.match_info["address"])
-    refuse_act_download(request)
+    reference = await act_reference(request, st, parse_reference(request.match_info["address"]))
     check_retrieval_headers(request)
     joiner = await open_joiner(st, reference)
     headers = {"Access-Control-Expose-Headers": "Content-Disposition, Accept-Ranges, Content-Encoding"}

@@ -56,7 +56,7 @@ from .params import go_path_unescape, go_query, parse_go_bool
 from .routes_bytes import open_joiner, parse_reference
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, FeedTarget, state_of
-from .uploads import UploadRequest, created, parse_upload, refuse_act_download, run_upload
+from .uploads import UploadRequest, act_reference, created, parse_upload, run_upload
 
 TAR = "application/x-tar"
 MULTIPART = "multipart/form-data"
@@ -187,7 +187,7 @@ async def get_bzz(request: web.Request) -> web.StreamResponse:
     st = state_of(request)
     reference = parse_reference(request.match_info["address"])
     path = _path_var(request)
-    refuse_act_download(request)
+    reference = await act_reference(request, st, reference)
     check_retrieval_headers(request)
     try:
         resolution, headers = await st.run(_resolve, st, reference, path)

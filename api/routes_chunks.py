@@ -17,6 +17,11 @@ the storage radius) and, like the reference, makes a new tag for a pinned or
 explicitly deferred upload that names none. A chunk outside the storage
 radius is still refused here (422) unless pinned: single chunks do not go to
 the cache, uploads through ``/bytes`` and ``/bzz`` do.
+
+``Swarm-Act: true`` (with ``Swarm-Postage-Batch-Id``: the node stamps the ACT's chunks, which a pre-signed
+stamp cannot cover, so that pair is a 400) answers the chunk's address encrypted by the node's ACT and
+``Swarm-Act-History-Address``, as the reference's ``actEncryptionHandler`` does; ``GET``/``HEAD`` naming
+``Swarm-Act-Publisher`` and ``Swarm-Act-History-Address`` decrypt the path's address first.
 """
 
 from __future__ import annotations
@@ -43,7 +48,15 @@ from .middleware import write_refused
 from .params import decode_hex, parse_go_bool, parse_uint, request_query
 from .putqueue import put_restamping
 from .state import AppState, state_of
-from .uploads import DEFERRED_HEADER, PIN_HEADER, refuse_act_download, refuse_act_upload
+from .uploads import (
+    ACT_HISTORY_HEADER,
+    DEFERRED_HEADER,
+    PIN_HEADER,
+    act_protect,
+    act_reference,
+    act_upload_header,
+    in_upload_thread,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +70,23 @@ MSG_PRESIGNED = (
 )
 
 
+MSG_ACT_PRESIGNED = (
+    f"an ACT upload ('Swarm-Act: true') needs '{BATCH_HEADER}': the node stamps the chunks of its access "
+    f"control entry, which a pre-signed '{STAMP_HEADER}' cannot cover"
+)
+
+
 def stamp_from_headers(request: web.Request) -> bytes | None:
     """The raw 113-byte stamp of an upload, None for a node-stamped one (batch id only), or an ApiError
     (also for a bad Swarm-Tag, or Swarm-Act, read with them)."""
     tag = request.headers.get(TAG_HEADER)
     if tag:
         parse_uint("header", TAG_HEADER, tag)
-    refuse_act_upload(request)  # read with the other headers, as the reference reads Swarm-Act
+    act, _ = act_upload_header(request)  # read with the other headers, as the reference reads Swarm-Act
     stamp_hex = request.headers.get(STAMP_HEADER, "")
     batch_hex = request.headers.get(BATCH_HEADER, "")
+    if stamp_hex and act:
+        raise ApiError(400, MSG_ACT_PRESIGNED)
     if stamp_hex:
         raw = decode_hex("header", STAMP_HEADER, stamp_hex)
         if len(raw) != STAMP_SIZE:
@@ -160,15 +181,45 @@ def _put_error(request: web.Request, exc: SwarmError) -> ApiError:
     return ApiError(status_for(exc), f"{prefix}: {exc}")
 
 
-def _created(request: web.Request, result: PutResult, tracker: UploadTracker | None = None) -> web.Response:
+async def _act_protected(request: web.Request, address: bytes) -> tuple[bytes, bytes] | None:
+    """``(encrypted address, history)`` of a chunk uploaded with ``Swarm-Act: true`` (None without): its ACT
+    and history stamped with the request's batch (``chunk.go``, ``soc.go``: ``actEncryptionHandler``)."""
+    act, history = act_upload_header(request)
+    if not act:
+        return None
+    st = state_of(request)
+    batch_id = bytes.fromhex(request.headers[BATCH_HEADER])
+
+    def job() -> tuple[bytes, bytes]:
+        session = st.upload_session(batch_id, UploadOptions(deferred=False))
+        try:
+            encrypted, history_ref = act_protect(st, session, address, history)
+            session.finish(history_ref)
+        except BaseException as exc:
+            session.abort(exc)
+            raise
+        return encrypted, history_ref
+
+    try:
+        return await in_upload_thread(st, job)
+    except SwarmError as exc:
+        raise _put_error(request, exc) from None
+
+
+def _created(
+    request: web.Request, result: PutResult, tracker: UploadTracker | None = None, act: tuple[bytes, bytes] | None = None
+) -> web.Response:
     st = state_of(request)
     st.metrics.count_put(result)
     st.metrics.count_uploads([result])
-    address = bytes(result.address)
+    address = bytes(result.address) if act is None else act[0]
     resp = json_response({"reference": address.hex()}, status=201)
     if tracker is not None and tracker.tag:
         resp.headers[TAG_HEADER] = str(tracker.tag)
     resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
+    if act is not None:
+        resp.headers[ACT_HISTORY_HEADER] = act[1].hex()
+        resp.headers.add("Access-Control-Expose-Headers", ACT_HISTORY_HEADER)
     return resp
 
 
@@ -254,8 +305,9 @@ async def post_chunk(request: web.Request) -> web.Response:
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
+    act = await _act_protected(request, bytes(result.address))
     deliver_gsoc(st, result, data)
-    return _created(request, result, tracker)
+    return _created(request, result, tracker, act)
 
 
 async def post_soc(request: web.Request) -> web.Response:
@@ -284,8 +336,9 @@ async def post_soc(request: web.Request) -> web.Response:
     except ApiError:
         st.metrics.puts.labels("rejected").inc()
         raise
+    act = await _act_protected(request, bytes(result.address))
     deliver_gsoc(st, result, soc.data)
-    return _created(request, result, tracker)
+    return _created(request, result, tracker, act)
 
 
 def _get_or_none(store: ReserveStore, address: bytes) -> bytes | None:
@@ -304,13 +357,20 @@ def _chunk_address(request: web.Request) -> bytes | None:
     return raw if len(raw) == ADDRESS_SIZE else None
 
 
+async def _act_address(request: web.Request) -> bytes | None:
+    """The chunk address a download asks for: decrypted first when it names an ACT publisher and history
+    (the reference's ``actDecryptionHandler`` on ``/chunks/{address}``)."""
+    raw = decode_hex("path", "address", request.match_info["address"])
+    address = await act_reference(request, state_of(request), raw)
+    return address if len(address) == ADDRESS_SIZE else None
+
+
 async def get_chunk(request: web.Request) -> web.Response:
     st = state_of(request)
     # Bee reads Swarm-Cache (whether a chunk fetched from the network is cached) before the address; with no
     # network there is nothing to cache, but a value that is not a Go boolean is still the client's 400.
     _go_bool(request, "Swarm-Cache")
-    address = _chunk_address(request)
-    refuse_act_download(request)
+    address = await _act_address(request)
     data = None if address is None else await st.run(_get_or_none, st.store, address)
     if data is None:
         st.metrics.gets.labels("miss").inc()
@@ -321,8 +381,7 @@ async def get_chunk(request: web.Request) -> web.Response:
 
 async def head_chunk(request: web.Request) -> web.Response:
     st = state_of(request)
-    address = _chunk_address(request)
-    refuse_act_download(request)
+    address = await _act_address(request)
     has = address is not None and await st.run(st.store.has, address)
     if not has:
         raise ApiError(404)

@@ -45,7 +45,7 @@ from .feedread import get_or_none, latest_update, open_tree, read_soc
 from .params import decode_hex, parse_go_bool, parse_int, parse_uint, request_query
 from .serve import FileBody, check_retrieval_headers, serve_file, tree_error
 from .state import AppState, state_of
-from .uploads import created, parse_upload, run_upload
+from .uploads import ACT_HISTORY_HEADER, created, parse_upload, run_upload
 
 INDEX_HEADER = "Swarm-Feed-Index"
 INDEX_NEXT_HEADER = "Swarm-Feed-Index-Next"
@@ -150,7 +150,10 @@ async def post_feed(request: web.Request) -> web.Response:
     reference = await run_upload(
         request, st, up, lambda session, _body: write_feed_manifest(session, owner, topic, level=up.level)
     )
-    return created(reference, up)
+    resp = created(reference, up)
+    if up.act:  # Bee's feedPostHandler sets (not adds) the exposed header to the history's alone
+        resp.headers["Access-Control-Expose-Headers"] = ACT_HISTORY_HEADER
+    return resp
 
 
 def add_routes(app: web.Application, prefixes: tuple[str, ...] = ("", "/v1")) -> None:

@@ -15,7 +15,13 @@ Headers (``pkg/api/bytes.go``, ``bzz.go``; booleans as Go's ``ParseBool``):
   are pinned under the reference answered. The session does both
   (``chunkstore.content.track_upload``); a node without a network stores the
   chunks either way;
-- ``Swarm-Act``: access control is not served here (501).
+- ``Swarm-Act``: the reference answered is protected by the node's ACT
+  (``chunkstore.content.act``): encrypted with the access key of a new
+  history, or of the one ``Swarm-Act-History-Address`` names, whose address
+  the answer's ``Swarm-Act-History-Address`` header gives (``pkg/api/bytes.go``,
+  ``accesscontrol.go: actEncryptionHandler``). Downloads naming
+  ``Swarm-Act-Publisher`` and ``Swarm-Act-History-Address`` have their
+  reference decrypted first (``actDecryptionHandler``, ``act_reference``).
 
 The body is read piece by piece (``BodyReader``) by a worker thread that
 splits, stamps and stores it through one ``UploadSession``; the reference is
@@ -26,6 +32,8 @@ answered only after the whole tree is durable (see
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -33,13 +41,15 @@ from typing import TypeVar
 from aiohttp import web
 
 from chunkstore.content import UploadOptions, UploadSession
+from chunkstore.content.act import ActController, ActNotFound, ActStorage, InvalidTimestamp
 from chunkstore.content.errors import ContentError, NotNodeBatch
 from chunkstore.reserve import OutOfRadius
 from chunkstore.store.errors import StoreWriteFailed, UnknownBatch, UnknownTag
+from chunkstore.swarm.act import InvalidActPublicKey
 from chunkstore.swarm.constants import BATCH_ID_SIZE
 from chunkstore.swarm.errors import BucketFull, SwarmError
 from chunkstore.swarm.pss import PssError, parse_public_key
-from chunkstore.swarm.redundancy.level import DEFAULT_UPLOAD_LEVEL, Level
+from chunkstore.swarm.redundancy.level import DEFAULT_DOWNLOAD_LEVEL, DEFAULT_UPLOAD_LEVEL, Level
 
 from .bodyreader import BodyReader
 from .errors import ApiError, ParamError, json_response, nearest, status_for
@@ -49,6 +59,8 @@ from .state import AppState
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 BATCH_HEADER = "Swarm-Postage-Batch-Id"
 STAMP_HEADER = "Swarm-Postage-Stamp"
 TAG_HEADER = "Swarm-Tag"
@@ -57,7 +69,6 @@ DEFERRED_HEADER = "Swarm-Deferred-Upload"
 ENCRYPT_HEADER = "Swarm-Encrypt"
 LEVEL_HEADER = "Swarm-Redundancy-Level"
 ACT_HEADER = "Swarm-Act"
-ACT_UNSUPPORTED = "access control (Swarm-Act) is not supported by this node"
 ACT_PUBLISHER_HEADER = "Swarm-Act-Publisher"
 ACT_HISTORY_HEADER = "Swarm-Act-History-Address"
 ACT_TIMESTAMP_HEADER = "Swarm-Act-Timestamp"
@@ -71,6 +82,13 @@ class CountedTag:
     uid: int = 0
 
 
+@dataclass
+class ActAnswer:
+    """The history an ACT upload's reference was protected in, once ``run_upload`` has it."""
+
+    history: bytes = b""
+
+
 @dataclass(frozen=True)
 class UploadRequest:
     batch_id: bytes
@@ -78,9 +96,12 @@ class UploadRequest:
     level: Level
     options: UploadOptions
     tag: CountedTag = field(default_factory=CountedTag)
+    act: bool = False
+    act_history: bytes | None = None  # Swarm-Act-History-Address: protect with this history's newest ACT
+    act_answer: ActAnswer = field(default_factory=ActAnswer)
 
 
-def _bool_header(request: web.Request, name: str) -> bool | None:
+def bool_header(request: web.Request, name: str) -> bool | None:
     value = request.headers.get(name)
     if value is None or value == "":
         return None
@@ -118,7 +139,7 @@ def check_act_headers(request: web.Request, *, download: bool) -> None:
     if not download:
         return
     # actDecryptionHandler also reads these two (for the decrypted reference's fetch): a bool, a level 0..4
-    _bool_header(request, CACHE_HEADER)
+    bool_header(request, CACHE_HEADER)
     redundancy_level(request, DEFAULT_UPLOAD_LEVEL)
     timestamp = request.headers.get(ACT_TIMESTAMP_HEADER, "")
     if timestamp:
@@ -131,27 +152,67 @@ def check_act_headers(request: web.Request, *, download: bool) -> None:
             raise ParamError("header", ACT_PUBLISHER_HEADER, publisher, str(exc)) from None
 
 
-def refuse_act_download(request: web.Request) -> None:
-    """A download naming an ACT publisher and history address is a 501, as an ACT upload is.
+def act_controller(st: AppState) -> ActController:
+    """The ACT controller with the node's key as its session key (the publisher, as on the reference)."""
+    return ActController(st.signer.secret)
 
-    The reference decrypts the reference of such a download (``actDecryptionHandler`` on ``GET``/``HEAD``
-    of ``/bytes``, ``/chunks`` and ``/bzz``) and serves what it leads to; serving the path's reference
-    as it is would hand the client other bytes than it asked for. With either header alone the
-    reference serves the content undecrypted, and so does this node."""
+
+def _history_header(request: web.Request) -> bytes | None:
+    raw = request.headers.get(ACT_HISTORY_HEADER, "")
+    return decode_hex("header", ACT_HISTORY_HEADER, raw) if raw else None
+
+
+async def act_reference(request: web.Request, st: AppState, reference: bytes) -> bytes:
+    """The reference a download serves: ``reference`` decrypted when the request names an ACT publisher and
+    history address (``actDecryptionHandler`` on ``GET``/``HEAD`` of ``/bytes``, ``/chunks`` and ``/bzz``),
+    as it is otherwise (either header alone: served undecrypted, as there).
+
+    The history's ACT at ``Swarm-Act-Timestamp`` (default now) must hold an entry for the node's key and
+    the publisher's: else 404 "act or history entry not found", as the reference answers a wrong
+    publisher or a grantee that was never added."""
     check_act_headers(request, download=True)
-    if request.headers.get(ACT_PUBLISHER_HEADER) and request.headers.get(ACT_HISTORY_HEADER):
-        raise ApiError(501, ACT_UNSUPPORTED)
+    publisher_hex = request.headers.get(ACT_PUBLISHER_HEADER, "")
+    history = _history_header(request)
+    if not publisher_hex or history is None:
+        return reference
+    publisher = parse_public_key(bytes.fromhex(publisher_hex))
+    raw_time = request.headers.get(ACT_TIMESTAMP_HEADER, "")
+    timestamp = parse_int("header", ACT_TIMESTAMP_HEADER, raw_time) if raw_time else int(time.time())
+    controller = act_controller(st)
+    storage = ActStorage(get=st.store.get, level=redundancy_level(request, DEFAULT_DOWNLOAD_LEVEL))
+    try:
+        return await st.run(controller.download, storage, reference, publisher, history, timestamp)
+    except ActNotFound:
+        raise ApiError(404, "act or history entry not found") from None
+    except InvalidTimestamp:
+        raise ApiError(400, "invalid timestamp") from None
+    except InvalidActPublicKey:
+        raise ApiError(400, "invalid public key") from None
+    except SwarmError as exc:
+        log.debug("act download of %s failed: %s", reference.hex(), exc)
+        raise ApiError(500, "act download failed") from None
 
 
-def refuse_act_upload(request: web.Request) -> None:
-    """``Swarm-Act`` read as the reference reads it (Go's ``ParseBool``: 400 otherwise); ``true`` is a 501.
-
-    The reference answers an ACT upload (``/bytes``, ``/bzz``, ``/chunks``, ``/soc``, ``/feeds``) with
-    the reference of an access-control entry, not of the content: storing the content and answering
-    its own reference would hand the client another reference than the one it asked for."""
+def act_upload_header(request: web.Request) -> tuple[bool, bytes | None]:
+    """``Swarm-Act`` read as the reference reads it (Go's ``ParseBool``: 400 otherwise) and the history
+    address an ACT upload names (hex; also read, and refused when it is not hex, without ``Swarm-Act``)."""
     check_act_headers(request, download=False)
-    if _bool_header(request, ACT_HEADER):
-        raise ApiError(501, ACT_UNSUPPORTED)
+    return bool(bool_header(request, ACT_HEADER)), _history_header(request)
+
+
+def act_protect(st: AppState, session: UploadSession, reference: bytes, history: bytes | None) -> tuple[bytes, bytes]:
+    """``(encrypted reference, history reference)`` of an ACT upload, its ACT and history written through
+    ``session`` (blocking). The reference's errors: 404 for a history with no entry, 500 otherwise."""
+    storage = ActStorage(get=st.store.get, put=session.put)
+    try:
+        return act_controller(st).upload(storage, reference, history)
+    except ActNotFound:
+        raise ApiError(404, "act or history entry not found") from None
+    except InvalidActPublicKey:
+        raise ApiError(400, "invalid public key") from None
+    except SwarmError as exc:
+        log.debug("act upload of %s failed: %s", reference.hex(), exc)
+        raise ApiError(500, "act upload failed") from None
 
 
 def parse_upload(request: web.Request, *, encrypt_header: bool = True) -> UploadRequest:
@@ -164,13 +225,15 @@ def parse_upload(request: web.Request, *, encrypt_header: bool = True) -> Upload
     batch_id = required_batch_id(request, hint)
     tag_raw = request.headers.get(TAG_HEADER, "")
     tag = parse_uint("header", TAG_HEADER, tag_raw) if tag_raw else 0
-    refuse_act_upload(request)
-    deferred = _bool_header(request, DEFERRED_HEADER)
+    act, act_history = act_upload_header(request)
+    deferred = bool_header(request, DEFERRED_HEADER)
     return UploadRequest(
+        act=act,
+        act_history=act_history,
         batch_id=batch_id,
-        encrypt=encrypt_header and bool(_bool_header(request, ENCRYPT_HEADER)),
+        encrypt=encrypt_header and bool(bool_header(request, ENCRYPT_HEADER)),
         level=redundancy_level(request, DEFAULT_UPLOAD_LEVEL),
-        options=UploadOptions(tag=tag, pin=bool(_bool_header(request, PIN_HEADER)),
+        options=UploadOptions(tag=tag, pin=bool(bool_header(request, PIN_HEADER)),
                               deferred=True if deferred is None else deferred),
     )
 
@@ -209,11 +272,14 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
         up.tag.uid = session.tracker.tag
         try:
             reference = work(session, body)
-            session.finish(reference)
+            answered = reference
+            if up.act:
+                answered, up.act_answer.history = act_protect(st, session, reference, up.act_history)
+            session.finish(reference)  # pins and tags follow the content's own reference, as Bee's Done
         except BaseException as exc:
             session.abort(exc)
             raise
-        return reference
+        return answered
 
     try:
         return await in_upload_thread(st, job)
@@ -243,4 +309,7 @@ def created(reference: bytes, up: UploadRequest, headers: dict[str, str] | None 
     if uid:
         resp.headers[TAG_HEADER] = str(uid)
     resp.headers["Access-Control-Expose-Headers"] = TAG_HEADER
+    if up.act:
+        resp.headers[ACT_HISTORY_HEADER] = up.act_answer.history.hex()
+        resp.headers.add("Access-Control-Expose-Headers", ACT_HISTORY_HEADER)
     return resp

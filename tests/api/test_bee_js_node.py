@@ -73,7 +73,7 @@ def test_bee_js_node_owned_surface(dev_daemon: Daemon, tmp_path: Path) -> None:
     for name, status, message in (("depositStake", 500, "cannot stake: no chain backend"),
                                   ("withdrawSurplusStake", 500, "cannot withdraw stake: no chain backend"),
                                   ("withdrawBZZ", 403, "Chain is disabled. This endpoint is unavailable."),
-                                  ("actDownload", 501, "access control (Swarm-Act) is not supported")):
+                                  ("actDownload", 500, "act download failed")):
         err = r["errors"][name]
         assert err["status"] == status and err["responseBody"]["code"] == status, (name, err)
         assert err["responseBody"]["message"].startswith(message), (name, err)

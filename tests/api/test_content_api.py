@@ -9,6 +9,7 @@ import os
 import re
 from typing import Any
 
+import coincurve
 import pytest
 from aiohttp import ClientPayloadError
 from aiohttp.test_utils import TestClient, TestServer
@@ -19,6 +20,7 @@ from tests.api.contenthelpers import (
     API_VECTORS,
     BATCH,
     FILE_VECTORS,
+    NODE_KEY,
     TESTDATA,
     Ctx,
     content_app,
@@ -30,6 +32,7 @@ from tests.api.contenthelpers import (
 from tests.swarm.filehelpers import sequential
 
 JSON_CT = "application/json; charset=utf-8"
+NODE_PUBLIC_KEY = coincurve.PrivateKey(NODE_KEY).public_key.format(compressed=True).hex()
 
 
 @pytest.fixture
@@ -258,16 +261,16 @@ async def test_upload_header_refusals(ctx):
                         ("Swarm-Tag", "-1"), ("Swarm-Pin", "2"), ("Swarm-Deferred-Upload", "maybe")]:
         r = await c.post("/bytes", data=b"x", headers=upload_headers(**{name: value}))
         await expect_error(r, 400, "invalid header params")
-    await expect_error(await c.post("/bytes", data=b"x", headers=upload_headers(**{"Swarm-Act": "true"})), 501)
+    await expect_error(await c.post("/bytes", data=b"x", headers=upload_headers(**{"Swarm-Act": "maybe"})), 400,
+                       "invalid header params")
     assert ctx.store.stats()["chunks"] == 0
 
 
 @pytest.mark.parametrize("endpoint", ["chunks", "soc"])
-async def test_single_chunk_uploads_refuse_access_control_as_content_uploads_do(ctx, endpoint):
+async def test_single_chunk_uploads_read_swarm_act_as_bee_does(ctx, endpoint):
     """Bee's chunkUploadHandler and socUploadHandler (pkg/api/chunk.go, soc.go) read Swarm-Act with the
-    other headers (a value ParseBool refuses is 400 "invalid header params") and, when true, answer an ACT
-    reference with Swarm-Act-History-Address: storing the chunk plain and answering its own address
-    would hand the client another reference than the reference's, so it is the 501 of /bytes."""
+    other headers (a value ParseBool refuses is 400 "invalid header params") and, when true, answer the
+    chunk's address encrypted by the node's ACT, with Swarm-Act-History-Address (tests/api/test_act.py)."""
     from chunkstore.swarm.cac import make_cac
     from chunkstore.swarm.soc import make_soc
     from tests.store.helpers import SOC_KEY, signer
@@ -276,26 +279,29 @@ async def test_single_chunk_uploads_refuse_access_control_as_content_uploads_do(
     url = "/chunks"
     if endpoint == "soc":
         soc = make_soc(signer(SOC_KEY), os.urandom(32), data)
+        address = soc.address
         url = f"/soc/{soc.owner.hex()}/{soc.id.hex()}?sig={soc.signature.hex()}"
     c = ctx.client
     await expect_error(await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "maybe"})), 400,
                        "invalid header params.*Swarm-Act")
-    await expect_error(await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "true"})), 501,
-                       r"access control \(Swarm-Act\) is not supported")
     assert ctx.store.stats()["chunks"] == 0
-    r = await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "false"}))
+    r = await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "true"}))
     assert r.status == 201, await r.text()
+    ref, history = (await r.json())["reference"], r.headers["Swarm-Act-History-Address"]
+    assert ref != address.hex()
+    act = {"Swarm-Act-Publisher": NODE_PUBLIC_KEY, "Swarm-Act-History-Address": history}
+    r = await c.get(f"/chunks/{ref}", headers=act)
+    assert r.status == 200 and (await r.read())[-len(data):] == data
+    r = await c.post(url, data=data, headers=upload_headers(**{"Swarm-Act": "false"}))
+    assert r.status == 201 and (await r.json())["reference"] == address.hex()
+    assert "Swarm-Act-History-Address" not in r.headers
 
 
-@pytest.mark.parametrize(("method", "path"), [("POST", "/grantee"), ("GET", f"/grantee/{'ab' * 32}"),
-                                              ("PATCH", f"/v1/grantee/{'ab' * 32}")])
-async def test_access_control_routes_say_it_is_not_served(ctx, method, path):
-    await expect_error(await ctx.client.request(method, path), 501, r"access control \(Swarm-Act\) is not supported")
-
-
-async def test_downloads_through_access_control_are_not_served(ctx):
+async def test_downloads_through_a_history_that_is_nowhere_fail_as_bees_controller_does(ctx):
     """bee-js' downloadData/downloadFile/downloadChunk with actPublisher and actHistoryAddress (swarm-cli's
-    download --act) name an ACT reference the reference node decrypts first: a 501, not the raw content."""
+    download --act) go through the ACT first: a history whose root is nowhere fails in Bee's controller on
+    the load, which its actDecryptionHandler answers 500 "act download failed" (it is no ErrNotFound);
+    the raw content is never served instead."""
     c = ctx.client
     ref = await upload_bytes(ctx, b"act-less content", **{"Swarm-Redundancy-Level": "0"})
     r = await c.post("/bzz", data=b"<p>x</p>", params={"name": "x.html"}, headers=upload_headers())
@@ -304,9 +310,9 @@ async def test_downloads_through_access_control_are_not_served(ctx):
     for method in ("GET", "HEAD"):
         for path in (f"/bytes/{ref}", f"/v1/bytes/{ref}", f"/bzz/{bzz}/", f"/bzz/{bzz}/x.html", f"/chunks/{ref}"):
             r = await c.request(method, path, headers=act)
-            assert r.status == 501, (method, path, r.status)
+            assert r.status == 500, (method, path, r.status)
             if method == "GET":
-                await expect_error(r, 501, r"access control \(Swarm-Act\) is not supported")
+                await expect_error(r, 500, "act download failed")
     # either header alone: the reference serves the content undecrypted, and so does this node
     for one in ("Swarm-Act-Publisher", "Swarm-Act-History-Address"):
         r = await c.get(f"/bytes/{ref}", headers={one: act[one]})

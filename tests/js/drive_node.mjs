@@ -282,7 +282,7 @@ async function main() {
   results.errors.withdrawBZZ = await expectError("bee.withdrawBZZToExternalWallet('1', <address>)", () =>
     bee.withdrawBZZToExternalWallet('1', '0x' + '33'.repeat(20)),
   )
-  // access control is not served: a download through an ACT is refused, not answered with the raw content
+  // a download through an ACT whose history is nowhere fails in the controller, as on Bee (500), never the raw content
   const publisher = new Bee(args.url, { signer: args.key }).signer.publicKey()
   results.errors.actDownload = await expectError('bee.downloadData(tagged reference, { actPublisher, actHistoryAddress })', () =>
     bee.downloadData(taggedUpload.reference, { actPublisher: publisher, actHistoryAddress: randomBytes(32).toString('hex') }),
