@@ -70,7 +70,7 @@ from chunkstore.swarm.errors import SwarmError
 from chunkstore.swarm.stamp import Stamp, validate_stamp
 
 from . import kernelcache
-from .batches import below_balance_batches
+from .batches import below_balance_batches, expired_batches
 from .candidates import Candidate
 from .errors import InsufficientSample, SamplerWorkerError
 from .items import SampleItem, SampleResult, SampleStats, check_chunk, transformed_address
@@ -659,7 +659,7 @@ def reserve_sample(
     hashing.wait_settled()
     t0 = time.perf_counter()
     scope = sample_scope(store, anchor, depth)
-    excluded = below_balance_batches(store.batches, min_batch_balance)
+    excluded = below_balance_batches(store.batches, min_batch_balance) | expired_batches(store.reserve)
     nworkers = default_workers() if workers is None else workers
     reference = not hashing.accelerated()
     try:

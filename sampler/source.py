@@ -36,6 +36,10 @@ class ReserveView(Protocol):
 
     def status(self) -> ReserveStatus: ...
 
+    def expired_batch_ids(self) -> list[bytes]:
+        """Batches the chain state has expired (value at most its total amount), evicted or not yet."""
+        ...
+
 
 class SampleSource(Protocol):
     @property
