@@ -31,15 +31,33 @@ _GO_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
+def _go_hex_problem(value: str) -> str | None:
+    """What Go's ``hex.DecodeString`` reports for ``value``, as the reference words it, or None when it decodes.
+
+    Go walks the bytes (not characters) in pairs and names the first invalid one,
+    checking a last odd byte too before it reports the odd length; the reference
+    shows the byte with ``%#U`` (pkg/api/util.go, hexInvalidByteError).
+    """
+    try:
+        raw = value.encode("utf-8", "surrogateescape")  # the bytes Go would see; escapes stand for undecodable ones
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "surrogatepass")
+    bad = next((b for b in raw if b >= 0x80 or chr(b) not in _HEX), None)
+    if bad is not None:
+        shown = chr(bad)
+        return f"invalid hex byte: U+{bad:04X}" + (f" '{shown}'" if shown.isprintable() else "")
+    if len(raw) % 2:
+        return "odd length hex string"
+    return None
+
+
 def decode_hex(where: str, field: str, value: str, size: int | None = None, max_size: int | None = None) -> bytes:
     """Hex without 0x (as the reference node decodes it); ``size`` bytes exactly when given."""
     if value == "":
         raise ParamError(where, field, value, "want non-empty hex")
-    if len(value) % 2:
-        raise ParamError(where, field, value, "odd length hex string")
-    bad = next((c for c in value if c not in _HEX), None)
-    if bad is not None:
-        raise ParamError(where, field, value, f"invalid hex byte: {bad!r}")
+    problem = _go_hex_problem(value)
+    if problem is not None:
+        raise ParamError(where, field, value, problem)
     raw = bytes.fromhex(value)
     if size is not None and len(raw) != size:
         raise ParamError(where, field, value, f"want {size} bytes ({2 * size} hex characters), got {len(raw)}")
