@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -53,6 +55,7 @@ from .params import decode_hex, parse_go_bool, parse_uint
 from .state import state_of
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 def _prove(items: list[SampleItem], anchor1: bytes, anchor2: bytes) -> tuple[bytes, ChunkInclusionProofs]:
     address, _ = sample_chunk(items)
@@ -76,11 +79,28 @@ def _count_within(store: ReserveStore, anchor: bytes, depth: int) -> int:
 
 def _parse(request: web.Request) -> tuple[int, bytes, bytes, int | None, bool]:
     mi = request.match_info
-    depth = parse_uint("path", "depth", mi["depth"], bits=8)
-    if depth > MAX_PO:
-        raise ParamError("path", "depth", mi["depth"], f"depth must be at most {MAX_PO}")
-    anchor1 = decode_hex("path", "anchor1", mi["anchor1"], max_size=MAX_ANCHOR_SIZE)
-    anchor2 = decode_hex("path", "anchor2", mi["anchor2"], max_size=MAX_ANCHOR_SIZE)
+    reasons: list[Mapping[str, str]] = []
+
+    # Like the reference's mapStructure (pkg/api/util.go): every bad path field is named, in the
+    # handler's field order, not just the first.
+    def path_param(parse: Callable[[], T]) -> T | None:
+        try:
+            return parse()
+        except ParamError as exc:
+            reasons.extend(exc.reasons)
+            return None
+
+    def parse_depth() -> int:
+        d = parse_uint("path", "depth", mi["depth"], bits=8)
+        if d > MAX_PO:
+            raise ParamError("path", "depth", mi["depth"], f"depth must be at most {MAX_PO}")
+        return d
+
+    depth = path_param(parse_depth)
+    anchor1 = path_param(lambda: decode_hex("path", "anchor1", mi["anchor1"], max_size=MAX_ANCHOR_SIZE))
+    anchor2 = path_param(lambda: decode_hex("path", "anchor2", mi["anchor2"], max_size=MAX_ANCHOR_SIZE))
+    if depth is None or anchor1 is None or anchor2 is None:
+        raise ApiError(400, "invalid path params", reasons)
     q = request.query
     ct: int | None = None
     if "consensusTime" in q:

@@ -257,3 +257,24 @@ async def test_rchash_with_the_real_sampler(tmp_path):
         assert body["stats"]["total_iterated"] == 36
         r = await client.get("/rchash/2/aa/bb")
         await expect_error(r, 422, "eligible")
+
+
+@pytest.mark.parametrize(
+    "path, fields",
+    [
+        ("/rchash/x/g/zz", ["depth", "anchor1", "anchor2"]),
+        ("/rchash/0/a/b", ["anchor1", "anchor2"]),
+        ("/rchash/256/aa/b", ["depth", "anchor2"]),
+    ],
+)
+async def test_rchash_names_every_bad_path_param(tmp_path, path, fields):
+    # The reference's mapStructure collects a reason for each field that fails (pkg/api/util.go), in the
+    # order of the handler's struct: depth, anchor1, anchor2.
+    store, _ = filled_store(tmp_path, 20, 0)
+    app, _ = build(tmp_path, store=store, own=True)
+    async with TestClient(TestServer(app)) as client:
+        r = await client.get(path)
+        body = await expect_error(r, 400, "invalid path params")
+        assert body["message"] == "invalid path params"
+        assert [x["field"] for x in body["reasons"]] == fields
+        assert app[STATE].sampler.runs == 0
