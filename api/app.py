@@ -59,7 +59,7 @@ from .middleware import (
     header_middleware,
 )
 from .putqueue import PutQueue
-from .sampling import SampleCoordinator, SampleFn
+from .sampling import SampleCoordinator, SampleFn, sample_min_balance
 from .state import STATE, AppState
 
 log = logging.getLogger(__name__)
@@ -85,8 +85,9 @@ def default_sample_fn(store: ReserveStore, config: Config) -> SampleFn:
     """The sampler over ``store``: worker processes scan the shards, the loop stays free."""
 
     async def run(anchor: bytes, depth: int, consensus_time: int) -> SampleResult:
+        min_balance = sample_min_balance(store, config.min_batch_balance)  # per sample, as the agent does
         return await reserve_sample_async(
-            store, anchor, depth, consensus_time, min_batch_balance=config.min_batch_balance, workers=config.workers
+            store, anchor, depth, consensus_time, min_batch_balance=min_balance, workers=config.workers
         )
 
     return run

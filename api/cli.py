@@ -121,7 +121,7 @@ def sample_parser() -> argparse.ArgumentParser:
     p.add_argument("--anchor2", required=True, type=_anchor, help="proof anchor, hex")
     p.add_argument("--consensus-time", type=_non_negative, default=None,
                    help="Unix ns; stamps after it are left out (default: now)")  # fmt: skip
-    p.add_argument("--min-balance", type=_non_negative, default=None, help="leave out batches valued below this")
+    p.add_argument("--min-balance", type=_non_negative, default=None, help="leave out batches valued below this (default: from the chain state, as /rchash)")
     p.add_argument("--workers", type=_non_negative, default=None, help="worker processes (default: CPU count)")
     p.add_argument("--rchash-only", action="store_true", help="print exactly the /rchash answer, without stats")
     return p
@@ -134,6 +134,7 @@ def sample_main(argv: list[str]) -> int:
     # Before anything imports the backend: its kernels load in a thread, so that the sampler's scan kernels
     # can compile aside meanwhile (sampler.start_pool), where a fresh install compiled one after the other.
     loading.load_in_background()
+    from api.sampling import sample_min_balance
     from chunkstore.reserve import ReserveStore
     from chunkstore.swarm.bmt import backend as hashing
     from chunkstore.swarm.errors import SwarmError
@@ -161,6 +162,7 @@ def sample_main(argv: list[str]) -> int:
         print(f"chunkstore sample: cannot open store {args.data_dir}: {exc}", file=sys.stderr)
         return 2  # no usable store, as verify and export answer
     start_pool(store, args.workers)  # the kernels, and the fork server the sample's workers fork from
+    min_balance = sample_min_balance(store, args.min_balance)  # as the daemon's /rchash samples
     t0 = time.perf_counter()
     try:
         say(f"sampling {args.data_dir}: depth {args.depth}, anchor {args.anchor1.hex()}, consensus time {consensus}")
@@ -173,7 +175,7 @@ def sample_main(argv: list[str]) -> int:
                 pbar.update(walked - pbar.n)
 
             try:
-                result = reserve_sample(store, args.anchor1, args.depth, consensus, args.min_balance,
+                result = reserve_sample(store, args.anchor1, args.depth, consensus, min_balance,
                                         workers=args.workers, progress=advance if progress else None)  # fmt: skip
             finally:
                 if progress and pbar.n:

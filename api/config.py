@@ -196,7 +196,7 @@ _OPTIONS: list[tuple[str, Callable[[str], Any], str]] = [
     ("--sampling-window", _positive_float, "seconds a sample must finish in (verdict of /rchash?verbose=true)"),
     ("--max-body", _positive_int, "largest request body accepted, bytes"),
     ("--sample-wait", _non_negative_float, "seconds a different /rchash request waits for a running sample before 503"),
-    ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample"),
+    ("--min-batch-balance", _balance, "exclude batches whose value is below this from the sample (default: the reference agent's minimum from the chain state)"),
     ("--threads", _positive_int, "threads for blocking store calls"),
     ("--max-uploads", _positive_int, "uploads in progress at once (a thread each while its body arrives); more are a 503"),
     ("--shards", _shards, "store shards for a new store (default: the store's own)"),

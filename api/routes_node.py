@@ -40,6 +40,7 @@ from chunkstore.swarm.constants import MAX_PO
 from .errors import ApiError, ParamError, json_response
 from .params import check_gas_headers
 from .routes_stamps import CHAIN_DISABLED, DEV_BALANCE
+from .sampling import BLOCKS_PER_ROUND
 from .state import state_of
 
 ZERO_ETH_ADDRESS = "0x" + "00" * 20
@@ -146,9 +147,6 @@ async def wallet(request: web.Request) -> web.Response:
     )
 
 
-# The redistribution game's clock, in blocks (the reference node's storage incentives agent): a round
-# of 152 blocks, commit in its first quarter, reveal in the second, claim in the rest.
-BLOCKS_PER_ROUND = 152
 BLOCKS_PER_PHASE = BLOCKS_PER_ROUND // 4
 
 

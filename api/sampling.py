@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.bmt import backend as hashing
 from sampler import InsufficientSample, SampleResult, SampleStats
 
@@ -151,3 +152,27 @@ class SampleCoordinator:
                 await t
             except BaseException:  # noqa: S110 - cancelled or failed; shutting down either way
                 pass
+
+
+# The redistribution game's clock, in blocks (the reference node's storage incentives agent): a round
+# of 152 blocks, commit in its first quarter, reveal in the second, claim in the rest.
+BLOCKS_PER_ROUND = 152
+
+
+def sample_min_balance(store: ReserveStore, override: int | None = None) -> int | None:
+    """The least batch value a sample accepts: ``override`` (``--min-batch-balance``), else the reference agent's.
+
+    The reference samples with its storage incentives agent's ``minBatchBalance()``
+    (pkg/storageincentives/agent.go): the chain state's total amount plus the current
+    price for the blocks from the chain state's block to the start of the round after
+    next, ``(currentBlock / 152 + 2) * 152``, so batches due to run out before the claim
+    could be checked are not sampled. The chain's head (``chain_tip``, else the chain
+    state's block) stands for the agent's current block. No chain state: no minimum.
+    """
+    if override is not None:
+        return override
+    state = store.reserve.chainstate
+    if state is None:
+        return None
+    next_round = (state.tip // BLOCKS_PER_ROUND + 2) * BLOCKS_PER_ROUND
+    return state.total_amount + state.current_price * (next_round - state.block)
