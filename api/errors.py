@@ -191,11 +191,17 @@ class SampleBusy(Exception):
 
 
 class ParamError(ApiError):
-    """A bad path, query or header parameter: 400 with the reference node's reasons list."""
+    """A bad path, query or header parameter: 400 with the reference node's reasons list.
+
+    A reason's ``error`` is the cause alone (``invalid syntax``, ``want len:32``), as the reference
+    answers it (``pkg/api/api.go``: ``perr.Cause.Error()``); the refused value goes only to the
+    debug log (its ``parseError.Error()`` form, `` `field=value`: cause ``), escaped and cut short.
+    """
 
     def __init__(self, where: str, field: str, value: str, problem: str) -> None:
         shown = printable(value if len(value) <= 80 else value[:77]) + ("..." if len(value) > 80 else "")
-        super().__init__(400, f"invalid {where} params", [{"field": field, "error": f"`{field}={shown}`: {problem}"}])
+        log.debug("invalid %s params: `%s=%s`: %s", where, field, shown, problem)
+        super().__init__(400, f"invalid {where} params", [{"field": field, "error": problem}])
 
 
 def swarm_error_response(exc: SwarmError, prefix: str | None = None) -> web.Response:

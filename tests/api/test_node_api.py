@@ -174,7 +174,7 @@ async def test_chain_writes_are_refused_as_by_a_node_without_chain(tmp_path, mod
                 r = await c.post(f"{prefix}/wallet/withdraw/{coin}", params={"amount": "1", "address": "33" * 20})
                 await expect_error(r, 403, "^Chain is disabled\\. This endpoint is unavailable\\. ")
             await expect_error(await c.get(f"{prefix}/wallet/withdraw/bzz"), 403, "Chain is disabled")
-        await expect_error(await c.post("/stake/ten"), 400, "invalid path params.*amount=ten")
+        await expect_error(await c.post("/stake/ten"), 400, "invalid path params.*'amount', 'error': 'invalid syntax")
         await expect_error(await c.post("/stake/withdrawable"), 405, "Method Not Allowed")
         # the reads stay as they were
         assert await (await c.get("/stake")).json() == {"stakedAmount": "0"}

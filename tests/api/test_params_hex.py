@@ -33,7 +33,7 @@ def test_hex_cause_as_go_reports_it(value, cause):
         decode_hex("path", "anchor1", value)
     (reason,) = info.value.reasons
     assert reason["field"] == "anchor1"
-    assert reason["error"].endswith(": " + cause), reason
+    assert reason["error"] == cause, reason  # the cause alone, as the reference's reasons carry it
 
 
 def test_valid_hex_still_decodes():
