@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import lmdb
+
 from chunkstore.swarm.constants import ADDRESS_SIZE, ChunkType
 
 from .admission import classify
@@ -244,18 +246,28 @@ class PinStore:
         self._take_apart(pin_id)
 
     def remove(self, reference: bytes) -> int:
-        """Unpin ``reference``; returns its chunk count. Chunks nothing else keeps are deleted."""
+        """Unpin ``reference``; returns its chunk count. Chunks nothing else keeps are deleted.
+
+        An unpinning a failed write stopped (a full disk) is finished by asking again: its record left
+        ``pins`` already, so the rows are found by the ``REMOVING`` record naming the reference (0 is
+        returned then). ``UnknownPin`` only when neither is there.
+        """
         self._check_writable()
         reference = check_reference(reference)
         with self._writing(), self._meta.env.begin(write=True) as txn:
             raw = txn.get(reference, db=self._pins_db())
             if raw is None:
-                raise UnknownPin(reference)
-            pin = _decode_pin(reference, bytes(raw))
-            txn.delete(reference, db=self._pins_db())
-            txn.put(pin.pin_id, _FLUX_HEAD.pack(REMOVING, time.time_ns()) + reference, db=self._flux_db())
-        self._take_apart(pin.pin_id)
-        return pin.chunks
+                pin_id = self._removing(txn, reference)
+                if pin_id is None:
+                    raise UnknownPin(reference)
+                chunks = 0
+            else:
+                pin = _decode_pin(reference, bytes(raw))
+                pin_id, chunks = pin.pin_id, pin.chunks
+                txn.delete(reference, db=self._pins_db())
+                txn.put(pin_id, _FLUX_HEAD.pack(REMOVING, time.time_ns()) + reference, db=self._flux_db())
+        self._take_apart(pin_id)
+        return chunks
 
     def finish_pending(self) -> int:
         """Take apart every collection in flux (an interrupted pinning or unpinning); returns how many.
@@ -272,6 +284,13 @@ class PinStore:
         return len(flux)
 
     # Internals.
+
+    def _removing(self, txn: lmdb.Transaction, reference: bytes) -> bytes | None:
+        """The pin id of an unfinished unpinning of ``reference``, or None (the records in flux are few)."""
+        for pin_id, raw in txn.cursor(db=self._flux_db()):
+            if raw[0] == REMOVING and bytes(raw[_FLUX_HEAD.size :]) == reference:
+                return bytes(pin_id)
+        return None
 
     def _take_apart(self, pin_id: bytes) -> None:
         """Remove the collection's rows in bounded steps, then its record (last: a crash leaves it)."""

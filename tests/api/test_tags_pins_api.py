@@ -424,3 +424,25 @@ def test_cache_capacity_flag_reaches_the_reserve():
     assert parse_config(["--data-dir", "d"]).cache_capacity == 1_000_000  # the reference's default
     with pytest.raises(SystemExit):
         parse_config(["--data-dir", "d", "--cache-capacity", "-1"])
+
+
+async def test_an_unpin_a_full_disk_stopped_is_finished_by_deleting_again(ctx, monkeypatch):
+    """DELETE /pins on a full disk: the pin record goes first (one meta commit), then its rows in shard
+    commits the full disk refuses: 507. As for a batch removal, asking again once there is room finishes it
+    (Bee's DeletePin keeps the collection until its chunks are gone, so its retry finds the pin too), instead
+    of a 404 that left the rows, and the chunks they keep, until the next restart."""
+    import errno
+
+    from tests.store.fullhelpers import FailingCommits
+    from tests.store.pinhelpers import pin_rows
+
+    _, reference = await upload(ctx, os.urandom(3 * 4096), **{"Swarm-Pin": "true", "Swarm-Redundancy-Level": "0"})
+    failing = FailingCommits(monkeypatch, errno.ENOSPC)
+    await expect_error(await ctx.client.delete(f"/pins/{reference}"), 507, r"^no space left for the store")
+    assert failing.failed and pin_rows(ctx.store)  # the rows are still there
+    failing.stop()
+    r = await ctx.client.delete(f"/pins/{reference}")
+    assert r.status == 200, await r.text()
+    assert pin_rows(ctx.store) == set() and ctx.store.pins.in_flux() == {}
+    await expect_error(await ctx.client.get(f"/pins/{reference}"), 404)
+    await expect_error(await ctx.client.delete(f"/pins/{reference}"), 404)  # now it is gone for good
