@@ -402,7 +402,7 @@ class ChunkStore:
         when it returns, one commit per shard touched.
         """
         self.check_writable()
-        return self._store(admit_signed(list(items), self._lookup), holds)
+        return self._store(admit_signed(list(items), self._lookup), holds, restamped=True)
 
     def delete(self, address: bytes) -> bool:
         """Remove a chunk with all its stamps (freeing their slots) and its cache entry; False if it was
@@ -419,7 +419,7 @@ class ChunkStore:
                 raise
         return found
 
-    def _store(self, admitted: list[Admitted], holds: Holds | None = None) -> list[PutResult]:
+    def _store(self, admitted: list[Admitted], holds: Holds | None = None, restamped: bool = False) -> list[PutResult]:
         holds = holds or Holds()
         with self.writing():
             admitted = [self._recheck(item) for item in admitted]
@@ -450,6 +450,7 @@ class ChunkStore:
                             reserve=kept == KEPT_RESERVE,
                             pin=holds.pin,
                             cache=self.cache.clock() if kept == KEPT_CACHE else None,
+                            restamped=restamped,
                         )
                         if kept == KEPT_PIN:  # a put is a use: a cached chunk pinned again moves up the cache
                             session.cache_touch(self.shard_of(item.address), item.address, self.cache.clock())

@@ -218,19 +218,27 @@ class WriteSession:
         return self.put_item(item)[0]
 
     def put_item(
-        self, item: Admitted, *, reserve: bool = True, pin: bytes | None = None, cache: int | None = None
+        self,
+        item: Admitted,
+        *,
+        reserve: bool = True,
+        pin: bytes | None = None,
+        cache: int | None = None,
+        restamped: bool = False,
     ) -> tuple[bool, bool]:
         """Store one admitted chunk; returns ``(stored, fresh)``: whether anything of its data or stamp
         was new (False: an exact repeat), and whether its data was (False: the chunk was here already).
 
         ``reserve``: under its stamp, by the slot rule (else the data alone, which a pin or the cache
         must then keep); ``pin``: also into that pin collection; ``cache``: also into the cache, with
-        that access time.
+        that access time. ``restamped``: the stamp is the node's own (``put_signed``), whose stamper gives
+        a chunk the batch holds its slot again with a newer time; this chunk held under a newer stamp of
+        the slot is then a repeat, not a conflict (below).
         """
         assert reserve or pin is not None or cache is not None, "a chunk without stamp, pin or cache is an orphan"
         home = shard_of(item.address, len(self.shards))
         if reserve:
-            stored, fresh = self._apply_stamp(item)
+            stored, fresh = self._apply_stamp(item, restamped)
         else:
             stored = fresh = self._put_data(home, item)
         if pin is not None:
@@ -239,7 +247,7 @@ class WriteSession:
             self.cache_put(home, item.address, cache)
         return stored, fresh
 
-    def _apply_stamp(self, item: Admitted) -> tuple[bool, bool]:
+    def _apply_stamp(self, item: Admitted, restamped: bool = False) -> tuple[bool, bool]:
         st = item.stamp
         key = st.batch_id + st.index
         ts = st.timestamp_ns
@@ -248,6 +256,11 @@ class WriteSession:
         evicted: list[bytes] = []
         if holders:
             top_ts, _, top_addr = max(holders)
+            if restamped and ts < top_ts and top_addr == item.address and self._data(home, item.address) == item.data:
+                # Two uploads of this chunk at once share its slot and sign it each at its own time; the
+                # newer committed first. The slot holds exactly this chunk already: Bee's upload store
+                # counts it as seen (uploadPutter.Put), where the slot rule would refuse the older upload.
+                return False, False
             if ts < top_ts or (ts == top_ts and top_addr != item.address):
                 bucket, position = split_index(st.index)
                 raise StampConflict(st.batch_id, bucket, position, top_addr, top_ts, ts)

@@ -203,3 +203,23 @@ def test_socs_at_one_address_are_told_apart_by_their_identity(node):
     assert stamp(one).index == s1.index  # the stored SOC is this one
     assert stamp(two).position == 2  # another SOC at the address: a new position
     assert sum(node.store.issuers.bucket_counts(node.batch.id, 16)) == 3
+
+
+def test_the_older_stamp_of_one_chunk_stored_after_the_newer_is_a_repeat_not_a_409(node):
+    """Two uploads of the same content at once share each chunk's position (above) and each signs it with
+    its own time; their groups commit in either order. The crash harness's concurrent uploads met the older
+    one second: StampConflict, a 409 for an upload Bee answers 201 (its upload store takes a chunk the
+    batch already holds as seen: pkg/storer/internal/upload/uploadstore.go, uploadPutter.Put). The node's
+    own writes (put_signed) take it as a repeat; a pre-signed stamp (put_many, POST /chunks with a stamp)
+    still gets the slot rule."""
+    from chunkstore.store.errors import StampConflict
+
+    address, data = make_cac(b"uploaded twice at once, stored newer first")
+    older, newer = node.stamper.stamp(node.batch.id, [address, address])
+    assert older.index == newer.index and older.timestamp_ns < newer.timestamp_ns
+    node.store.put_signed([(address, data, newer)])
+    [result] = node.store.put_signed([(address, data, older)])
+    assert result.address == address and not result.stored and not result.fresh
+    assert [(s.index, s.timestamp_ns) for s in node.store.stamps_of(address)] == [(newer.index, newer.timestamp_ns)]
+    with pytest.raises(StampConflict):
+        node.store.put_many([(data, older)])
