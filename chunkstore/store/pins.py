@@ -54,6 +54,7 @@ REFERENCE_SIZES = (32, 64)  # a plain reference, or an encrypted one (address | 
 
 _PIN_RECORD = struct.Struct(">8sQQ")  # pin id, chunks, created ns
 _FLUX_HEAD = struct.Struct(">BQ")  # state, started ns
+PIN_ROW_BYTES = 256  # generous: a chunk's two 40-byte keys with their leaf overhead, and half-full pages
 
 
 @dataclass(frozen=True)
@@ -96,12 +97,14 @@ class PinStore:
         readonly: bool,
         writing: Callable[[], AbstractContextManager[None]],
         session: Callable[[], WriteSession],
+        room: Callable[[dict[int, int]], None] | None = None,
     ) -> None:
         self._meta = meta
         self._shards = shards
         self._readonly = readonly
         self._writing = writing
         self._session = session
+        self._room = room
 
     # Reads.
 
@@ -201,6 +204,14 @@ class PinStore:
         added = 0
         with self._writing():
             self.expect_building(pin_id)
+            if self._room is not None:
+                # Pin rows grow the shards as puts do: held to the same headroom, so that a store filled
+                # by pinning can still remove a batch or unpin (deletions copy pages too).
+                needs: dict[int, int] = {}
+                for address in wanted:
+                    s = shard_of(address, count)
+                    needs[s] = needs.get(s, 0) + PIN_ROW_BYTES
+                self._room(needs)
             session = self._session()
             try:
                 for address in wanted:

@@ -159,7 +159,8 @@ class ChunkStore:
                 ]
                 self._check_shards()
                 self.pins = PinStore(
-                    self._meta, self._shards, readonly=readonly, writing=self.writing, session=self.session
+                    self._meta, self._shards, readonly=readonly, writing=self.writing, session=self.session,
+                    room=self._check_disk_room,
                 )
                 self.tags = TagStore(self._meta, readonly=readonly, writing=self.writing)
                 self.cache = CacheIndex(self._shards, writing=self.writing, session=self.session)

@@ -9,6 +9,7 @@ takes writes again once there is room, without being reopened.
 from __future__ import annotations
 
 import errno
+import random
 import threading
 
 import lmdb
@@ -323,6 +324,28 @@ def test_puts_stop_short_of_the_disks_end_and_a_removal_gives_them_room_again(tm
         assert dump(store) == before and store.write_refusal().reason == "disk_full"
         assert store.batches.remove(B1.id) == 600  # a removal is not held to the headroom
         assert store.put(d2, st2).stored and store.get(a2) == d2  # into the pages the removal freed
+    _clean(path)
+
+
+def test_pinning_stops_short_of_the_disks_end_too(tmp_path, monkeypatch):
+    """POST /pins writes two rows a chunk in the shards, as much as a small put, and was not held to the
+    headroom: the crash harness filled a tmpfs with uploads until the 507, pinned what was stored until
+    the disk was really full, and then DELETE /batches answered 507 on a store that had filled its own disk,
+    the case the headroom is there for. A pin build now stops at the headroom as puts do."""
+    from chunkstore.store import store as store_module
+    from chunkstore.store.pinning import pin_reference
+    from tests.store.pinhelpers import pin_rows, upload
+
+    path = tmp_path / "s"
+    with ReserveStore(path, shards=2) as store:
+        store.batches.add(B1)
+        ref, _ = upload(store, Stamper(B1), random.Random(5).randbytes(40 * 4096))  # 40 leaves and their root
+        headroom, (_, size) = store.disk_headroom(), store_module.disk_space(str(path))
+        monkeypatch.setattr(store_module, "disk_space", lambda p: (headroom // 2, size))
+        with pytest.raises(StoreFull, match="full for puts .* short of its end, left for removals"):
+            pin_reference(store, ref)
+        assert store.pins.list() == [] and pin_rows(store) == set() and store.pins.in_flux() == {}
+        assert store.batches.remove(B1.id) == 41  # removals still have the headroom
     _clean(path)
 
 
