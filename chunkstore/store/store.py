@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 
 import lmdb
 
@@ -66,6 +66,8 @@ MIN_MAP_HEADROOM = 256 << 10
 DISK_HEADROOM_SHARE = 64
 MAX_DISK_HEADROOM = 64 << 20
 MIN_FILE_CHURN = 1 << 20
+# Pages freed inside a shard beyond the churn that let a new tag in below the headroom: room for a group of puts.
+SHARD_ROOM_FOR_PUTS = 1 << 20
 
 
 def _headroom_of(disk_size: int) -> int:
@@ -162,7 +164,7 @@ class ChunkStore:
                     self._meta, self._shards, readonly=readonly, writing=self.writing, session=self.session,
                     room=self._check_disk_room,
                 )
-                self.tags = TagStore(self._meta, readonly=readonly, writing=self.writing)
+                self.tags = TagStore(self._meta, readonly=readonly, writing=self.writing, room=self._check_meta_room)
                 self.cache = CacheIndex(self._shards, writing=self.writing, session=self.session)
                 self.batches = BatchStore(
                     self._meta.env,
@@ -525,6 +527,9 @@ class ChunkStore:
             growth += max(0, need - max(0, free_inside - max(MIN_FILE_CHURN, end // DISK_HEADROOM_SHARE)))
         if growth == 0 or free >= headroom + growth:
             return
+        self._refuse_for_headroom(free, headroom)
+
+    def _refuse_for_headroom(self, free: int, headroom: int) -> NoReturn:
         failure = StoreFull(
             "disk_full",
             f"the file system holding {self.path} is full for puts ({free / (1 << 20):.1f} MiB free): they stop "
@@ -535,6 +540,19 @@ class ChunkStore:
         )
         self._health.refuse(failure)
         raise failure
+
+    def _check_meta_room(self, need: int) -> None:
+        """``_check_disk_room`` for a new record in the meta env (a tag): below the headroom it is refused
+        only when puts are too, no shard having pages freed inside its file to take them (after a batch
+        removal an upload, which makes its tag first, must still go into those)."""
+        space = disk_space(self.path)
+        if space is None or space[0] >= _headroom_of(space[1]) + need:
+            return
+        for shard in self._shards:
+            end, free_inside = shard.file_pages()
+            if free_inside - max(MIN_FILE_CHURN, end // DISK_HEADROOM_SHARE) >= SHARD_ROOM_FOR_PUTS:
+                return
+        self._refuse_for_headroom(space[0], _headroom_of(space[1]))
 
     def _lookup(self, batch_id: bytes) -> tuple[Batch, bytes]:
         raw = self.batches.raw(batch_id)

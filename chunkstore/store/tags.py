@@ -66,12 +66,21 @@ class Counts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+TAG_RECORD_BYTES = 256  # generous: a tag record and the sequence update, with their leaf overhead
+
+
 class TagStore:
     """The tags of one chunk store (``store.tags``); thread-safe."""
 
     def __init__(
-        self, meta: MetaEnv, *, readonly: bool, writing: Callable[[], AbstractContextManager[None]]
+        self,
+        meta: MetaEnv,
+        *,
+        readonly: bool,
+        writing: Callable[[], AbstractContextManager[None]],
+        room: Callable[[int], None] | None = None,
     ) -> None:
+        self._room = room  # the store's disk headroom check: new records grow the meta env as puts grow shards
         self._meta = meta
         self._readonly = readonly
         self._writing = writing
@@ -126,6 +135,8 @@ class TagStore:
         self._check_writable()
         meta = self._meta
         with self._writing(), meta.env.begin(write=True) as txn:
+            if self._room is not None:
+                self._room(TAG_RECORD_BYTES)
             raw = txn.get(INFO_TAG_SEQ, db=meta.info)
             uid = (read_u64(raw) if raw else 0) + 1
             tag = Tag(uid, started_ns=time.time_ns())

@@ -349,6 +349,31 @@ def test_pinning_stops_short_of_the_disks_end_too(tmp_path, monkeypatch):
     _clean(path)
 
 
+def test_new_tags_stop_short_of_the_disks_end_too(tmp_path, monkeypatch):
+    """Every deferred upload that names no tag makes one before its first chunk, a 507 upload included: the
+    crash harness's 24 MiB tmpfs, filled by uploads and then by 5,819 tags, refused DELETE /batches with 0
+    bytes free. Tag records grow the meta env as puts grow the shards: held to the same headroom."""
+    from chunkstore.store import store as store_module
+
+    path = tmp_path / "s"
+    with ReserveStore(path, shards=1) as store:
+        store.batches.add(B1)
+        for _, d, st in _chunks(Stamper(B1), 20):
+            store.put(d, st)
+        kept = store.tags.create()
+        headroom, (_, size) = store.disk_headroom(), store_module.disk_space(str(path))
+        monkeypatch.setattr(store_module, "disk_space", lambda p: (headroom // 2, size))
+        with pytest.raises(StoreFull, match="full for puts .* short of its end, left for removals"):
+            store.tags.create()
+        assert [t.uid for t in store.tags.list()] == [kept.uid]
+        store.tags.delete(kept.uid)  # removals are not held to it
+        assert store.batches.remove(B1.id) == 20
+        # pages the removal freed inside the shard take puts again, so an upload's new tag goes in too
+        monkeypatch.setattr(store.shard(0), "file_pages", lambda: (8 << 20, 4 << 20))
+        assert store.tags.create().uid == kept.uid + 1
+    _clean(path)
+
+
 # ---------------------------------------------------------------- map size
 
 
