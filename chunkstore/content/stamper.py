@@ -49,7 +49,11 @@ from .errors import NotNodeBatch
 
 Clock = Callable[[], int]  # Unix nanoseconds
 
-GIVEN_BOUND = 1 << 16  # positions remembered for addresses the store may not hold yet (about 6 MB)
+GIVEN_BOUND = 1 << 16  # positions remembered for addresses the store may not hold yet (about 14 MiB when full)
+# Each remembered position is one ``batch id | identity`` key and one int (``position << 32 | bucket``): a
+# 64-byte bytes and an int cost about 14 MiB at the bound, where a tuple of two 32-byte bytes holding a tuple
+# of two ints cost 21 MiB (a soak of the daemon saw its memory climb with every chunk stamped, towards that).
+_BUCKET_MASK = (1 << 32) - 1  # buckets are 32-bit at most (``bucket_of`` reads an address's first 4 bytes)
 
 
 class NodeStamper:
@@ -68,7 +72,7 @@ class NodeStamper:
         self._lock = threading.Lock()
         self._last_ns = 0
         self._batch_locks: dict[bytes, threading.Lock] = {}
-        self._given: OrderedDict[tuple[bytes, bytes], tuple[int, int]] = OrderedDict()  # (batch, identity) -> slot
+        self._given: OrderedDict[bytes, int] = OrderedDict()  # batch id | identity -> position << 32 | bucket
 
     @property
     def owner(self) -> bytes:
@@ -95,9 +99,9 @@ class NodeStamper:
     def _held(self, address: bytes, identity: bytes, batch_id: bytes) -> tuple[int, int] | None:
         """The (bucket, position) this batch already holds for the chunk ``identity`` at ``address``: in the
         store, or given to an upload that may not have stored the chunk yet."""
-        given = self._given.get((batch_id, identity))
+        given = self._given.get(batch_id + identity)
         if given is not None:
-            return given
+            return given & _BUCKET_MASK, given >> 32
         stamps = [s for s in self.store.stamps_of(address) if s.batch_id == batch_id]
         if not stamps:
             return None
@@ -121,8 +125,8 @@ class NodeStamper:
             return lock
 
     def _remember(self, batch_id: bytes, slots: dict[bytes, tuple[int, int]]) -> None:
-        for identity, slot in slots.items():
-            self._given[(batch_id, identity)] = slot
+        for identity, (bucket, position) in slots.items():
+            self._given[batch_id + identity] = position << 32 | bucket
         while len(self._given) > GIVEN_BOUND:
             self._given.popitem(last=False)
 
