@@ -91,6 +91,23 @@ class Refusal:
 Pending = asyncio.Future[PutResult] | Refusal | None  # None: the reader is done
 
 
+def _unanswered(fut: asyncio.Future[PutResult]) -> asyncio.Future[PutResult]:
+    """``fut``, its failure taken as seen once it fails: the stream closes at its first refused chunk, and
+    the chunks sent behind that one fail too with nobody left to answer them (asyncio logged each as an
+    ERROR, "exception was never retrieved"). The acknowledgements still get the failure when they await
+    it; one that is no refusal (a bug, not the chunk) is logged here, as asyncio would have."""
+
+    def seen(done: asyncio.Future[PutResult]) -> None:
+        if done.cancelled():
+            return
+        exc = done.exception()  # marks it retrieved
+        if exc is not None and not isinstance(exc, SwarmError):
+            log.error("chunk stream: a put failed", exc_info=exc)
+
+    fut.add_done_callback(seen)
+    return fut
+
+
 def _reason(text: str) -> bytes:
     return text.encode("utf-8")[:MAX_REASON]
 
@@ -333,7 +350,7 @@ async def _read(
                 window.release()
                 queue.put_nowait(Refusal(WSCloseCode.INTERNAL_ERROR, "insufficient data"))
                 return
-            queue.put_nowait(stamping.submit(data))
+            queue.put_nowait(_unanswered(stamping.submit(data)))
             continue
         decoded = _decode(msg.data)
         if isinstance(decoded, Refusal):
@@ -341,7 +358,7 @@ async def _read(
             queue.put_nowait(decoded)
             return
         data, stamp = decoded
-        queue.put_nowait(asyncio.ensure_future(st.puts.put(data, stamp)))
+        queue.put_nowait(_unanswered(asyncio.ensure_future(st.puts.put(data, stamp))))
 
 
 async def _tracker(st: AppState, tag: int) -> UploadTracker | None:

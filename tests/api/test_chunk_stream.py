@@ -327,3 +327,55 @@ async def test_node_stamped_chunk_losing_its_slot_to_a_newer_upload_of_it_is_sto
     assert st.stamper.stamp == real_stamp
     (stamp,) = store.stamps_of(address)
     assert stamp.batch_id == BATCH
+
+
+class Unretrieved:
+    """Collects what the running loop's exception handler is given (asyncio's "exception was never
+    retrieved" among it) while the block runs, with garbage collection let to find the dropped futures."""
+
+    async def __aenter__(self) -> list[dict]:
+        self.loop = asyncio.get_running_loop()
+        self.seen: list[dict] = []
+        self.previous = self.loop.get_exception_handler()
+        self.loop.set_exception_handler(lambda _loop, context: self.seen.append(context))
+        return self.seen
+
+    async def __aexit__(self, *exc: object) -> None:
+        import gc
+
+        try:
+            for _ in range(20):  # the puts behind the refusal finish in the thread pool, then are dropped
+                await asyncio.sleep(0.05)
+                gc.collect()
+        finally:
+            self.loop.set_exception_handler(self.previous)
+
+
+async def test_chunks_after_a_refusal_leave_no_unretrieved_failures(env: Env) -> None:
+    """A stream closes at its first refused chunk; the chunks sent behind it fail too, and nobody answers
+    them. A soak of the daemon logged each such failure as an asyncio ERROR ("Future exception was never
+    retrieved", with the chunk's OutOfRadius): they are expected, and must not be logged."""
+    async with Unretrieved() as unretrieved:
+        stranger = Uploader(key=bytes.fromhex("22" * 32), seed=b"unregistered")
+        async with env.client.ws_connect("/chunks/stream") as ws:
+            for _ in range(6):  # all sent before the first answer: every one of them fails
+                _, data, stamp = stranger.cac()
+                await ws.send_bytes(stamp + data)
+            code, reason = await closed_with(ws)
+        assert code == 1011 and reason == "batch not found"
+    assert [c.get("message") for c in unretrieved] == []
+
+
+async def test_node_stamped_chunks_after_a_refusal_leave_no_unretrieved_failures(node) -> None:
+    client, _ = node
+    small = bytes.fromhex("cd" * 32)  # immutable, 2 buckets of 2 positions: the third chunk of a bucket is refused
+    await register_batch(client, small, depth=2, immutable=True, bucket_depth=1)
+    same_bucket = [d for a, d in (make_cac(os.urandom(20)) for _ in range(64)) if a[0] >> 7 == 0][:8]
+    async with Unretrieved() as unretrieved:
+        async with client.ws_connect("/chunks/stream", headers=upload_headers(small)) as ws:
+            for data in same_bucket:
+                await ws.send_bytes(data)
+            await acks(ws, 2)
+            code, reason = await closed_with(ws)
+        assert code == 1011 and reason == "batch is overissued"
+    assert [c.get("message") for c in unretrieved] == []
