@@ -28,7 +28,7 @@ from typing import Any
 import coincurve
 from aiohttp import web
 
-from chunkstore.content import UploadOptions, UploadSession
+from chunkstore.content import UploadOptions
 from chunkstore.content.act import ActNotFound, ActStorage, NoGranteeFound
 from chunkstore.swarm import act as actfmt
 from chunkstore.swarm.errors import SwarmError
@@ -123,8 +123,7 @@ async def _update(
     level = redundancy_level(request, DEFAULT_UPLOAD_LEVEL)  # only for reading: the ACT is written at NONE
 
     def job() -> tuple[bytes, bytes]:
-        session: UploadSession = st.upload_session(batch_id, options)
-        try:
+        with st.upload_session(batch_id, options) as session:
             storage = ActStorage(get=st.store.get, put=session.put, level=level)
             try:
                 gl_ref, history_ref = act_controller(st).update(storage, encrypted_gl, history, add, revoke)
@@ -135,9 +134,6 @@ async def _update(
             except SwarmError:
                 raise ApiError(500, GRANTEE_LIST_FAILED) from None
             session.finish(history_ref)
-        except BaseException as exc:
-            session.abort(exc)
-            raise
         return gl_ref, history_ref
 
     try:

@@ -191,13 +191,9 @@ async def _act_protected(request: web.Request, address: bytes) -> tuple[bytes, b
     batch_id = bytes.fromhex(request.headers[BATCH_HEADER])
 
     def job() -> tuple[bytes, bytes]:
-        session = st.upload_session(batch_id, UploadOptions(deferred=False))
-        try:
+        with st.upload_session(batch_id, UploadOptions(deferred=False)) as session:
             encrypted, history_ref = act_protect(st, session, address, history)
             session.finish(history_ref)
-        except BaseException as exc:
-            session.abort(exc)
-            raise
         return encrypted, history_ref
 
     try:

@@ -80,14 +80,10 @@ def reupload(st: AppState, reference: bytes, batch_id: bytes, level: Level) -> i
     Returns the number of chunks stamped. Raises ``ChunkMissing``/``ChunkNotFound`` for a chunk of the
     tree that is not here, ``FileError``/``ManifestError`` for no valid tree, and what an upload raises.
     """
-    session = st.upload_session(batch_id, UploadOptions(deferred=False))  # a direct upload: no tag
-    try:
+    with st.upload_session(batch_id, UploadOptions(deferred=False)) as session:  # a direct upload: no tag
         for address in tree_addresses(reference, st.store.get, level=level):
             session.put(address, st.store.get(address))
         return session.finish(reference).put
-    except BaseException as exc:
-        session.abort(exc)
-        raise
 
 
 async def put_stewardship(request: web.Request) -> web.Response:

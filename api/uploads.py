@@ -268,17 +268,13 @@ async def run_upload(request: web.Request, st: AppState, up: UploadRequest, work
     body = BodyReader(request.content, asyncio.get_running_loop())
 
     def job() -> bytes:
-        session = st.upload_session(up.batch_id, up.options)
-        up.tag.uid = session.tracker.tag
-        try:
+        with st.upload_session(up.batch_id, up.options) as session:
+            up.tag.uid = session.tracker.tag
             reference = work(session, body)
             answered = reference
             if up.act:
                 answered, up.act_answer.history = act_protect(st, session, reference, up.act_history)
             session.finish(reference)  # pins and tags follow the content's own reference, as Bee's Done
-        except BaseException as exc:
-            session.abort(exc)
-            raise
         return answered
 
     try:

@@ -156,6 +156,14 @@ class UploadSession:
             observer.finished(self, self.reference)
         return self.counts
 
+    def __enter__(self) -> UploadSession:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        """Leaving the block aborts the session unless it was finished: with the error that ended the
+        block, or with none when the block ended without ``finish`` (nothing of it is then stored)."""
+        self.abort(exc)
+
     def abort(self, error: BaseException | None = None) -> None:
         """Drop what is waiting (nothing of it is stored); observers hear of it. Idempotent."""
         if self._closed:

@@ -188,3 +188,29 @@ def test_the_same_content_uploaded_concurrently_is_stored_by_both(node):
     second.finish(reference)
     assert open_file(node.store, reference).read_all() == data
     assert len(node.store.stamps_of(reference)) == 1  # one slot of the batch, held by the newest stamp
+
+
+def test_a_session_block_aborts_unless_finished(node):
+    """``with session:`` is what every upload handler relies on: an error in the block aborts the session
+    (with that error, nothing of it stored), a block left without ``finish`` aborts it too, and leaving
+    after ``finish`` changes nothing."""
+    data = os.urandom(20_000)
+    failed = Recorder()
+    with pytest.raises(RuntimeError, match="client went away"), node.session(group_size=4, observers=[failed]) as s:
+        reference = write_file(io.BytesIO(data), s, level=Level.NONE)
+        raise RuntimeError("client went away")
+    assert failed.done == [] and [str(e) for e in failed.errors] == ["client went away"]
+    assert not node.store.has(reference[:32])
+    with pytest.raises(SessionClosed):
+        s.finish(reference)
+
+    unfinished = Recorder()
+    with node.session(observers=[unfinished]) as s:
+        write_file(io.BytesIO(data), s, level=Level.NONE)
+    assert unfinished.done == [] and unfinished.errors == [None] and not node.store.has(reference[:32])
+
+    finished = Recorder()
+    with node.session(observers=[finished]) as s:
+        assert s.finish(write_file(io.BytesIO(data), s, level=Level.NONE)).put > 0
+    assert finished.done == [reference] and finished.errors == []
+    assert open_file(node.store, reference).read_all() == data
