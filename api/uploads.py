@@ -34,7 +34,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -162,6 +163,23 @@ def _history_header(request: web.Request) -> bytes | None:
     return decode_hex("header", ACT_HISTORY_HEADER, raw) if raw else None
 
 
+@contextmanager
+def _act_failures(action: str, reference: bytes) -> Iterator[None]:
+    """The reference's answers to a failed ACT ``action`` (upload or download): 404 for no ACT or history
+    entry, 400 for a bad timestamp or public key, 500 "act <action> failed" for anything else."""
+    try:
+        yield
+    except ActNotFound:
+        raise ApiError(404, "act or history entry not found") from None
+    except InvalidTimestamp:
+        raise ApiError(400, "invalid timestamp") from None
+    except InvalidActPublicKey:
+        raise ApiError(400, "invalid public key") from None
+    except SwarmError as exc:
+        log.debug("act %s of %s failed: %s", action, reference.hex(), exc)
+        raise ApiError(500, f"act {action} failed") from None
+
+
 async def act_reference(request: web.Request, st: AppState, reference: bytes) -> bytes:
     """The reference a download serves: ``reference`` decrypted when the request names an ACT publisher and
     history address (``actDecryptionHandler`` on ``GET``/``HEAD`` of ``/bytes``, ``/chunks`` and ``/bzz``),
@@ -180,17 +198,8 @@ async def act_reference(request: web.Request, st: AppState, reference: bytes) ->
     timestamp = parse_int("header", ACT_TIMESTAMP_HEADER, raw_time) if raw_time else int(time.time())
     controller = act_controller(st)
     storage = ActStorage(get=st.store.get, level=redundancy_level(request, DEFAULT_DOWNLOAD_LEVEL))
-    try:
+    with _act_failures("download", reference):
         return await st.run(controller.download, storage, reference, publisher, history, timestamp)
-    except ActNotFound:
-        raise ApiError(404, "act or history entry not found") from None
-    except InvalidTimestamp:
-        raise ApiError(400, "invalid timestamp") from None
-    except InvalidActPublicKey:
-        raise ApiError(400, "invalid public key") from None
-    except SwarmError as exc:
-        log.debug("act download of %s failed: %s", reference.hex(), exc)
-        raise ApiError(500, "act download failed") from None
 
 
 def act_upload_header(request: web.Request) -> tuple[bool, bytes | None]:
@@ -204,15 +213,8 @@ def act_protect(st: AppState, session: UploadSession, reference: bytes, history:
     """``(encrypted reference, history reference)`` of an ACT upload, its ACT and history written through
     ``session`` (blocking). The reference's errors: 404 for a history with no entry, 500 otherwise."""
     storage = ActStorage(get=st.store.get, put=session.put)
-    try:
+    with _act_failures("upload", reference):
         return act_controller(st).upload(storage, reference, history)
-    except ActNotFound:
-        raise ApiError(404, "act or history entry not found") from None
-    except InvalidActPublicKey:
-        raise ApiError(400, "invalid public key") from None
-    except SwarmError as exc:
-        log.debug("act upload of %s failed: %s", reference.hex(), exc)
-        raise ApiError(500, "act upload failed") from None
 
 
 def parse_upload(request: web.Request, *, encrypt_header: bool = True) -> UploadRequest:
