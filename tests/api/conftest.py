@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from chunkstore.reserve import ReserveStore
 from tests.api import daemonproc
-from tests.api.contenthelpers import content_app, register_batch
+from tests.api.contenthelpers import Ctx, content_app, register_batch
 from tests.api.helpers import Daemon
 
 
@@ -39,6 +39,13 @@ async def node(tmp_path: Path) -> AsyncIterator[tuple[TestClient, ReserveStore]]
     async with TestClient(TestServer(app)) as client:
         await register_batch(client)
         yield client, store
+
+
+@pytest.fixture
+def ctx(node: tuple[TestClient, ReserveStore], tmp_path: Path) -> Ctx:
+    """The same API as ``node``, as the content tests' ``Ctx`` (modules needing another app define their own)."""
+    client, store = node
+    return Ctx(client, store, tmp_path)
 
 
 @pytest.fixture

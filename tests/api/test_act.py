@@ -9,24 +9,15 @@ import os
 
 import coincurve
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from chunkstore.content.act import ActController, ActNotFound, ActStorage
 from chunkstore.swarm.cac import make_cac
-from tests.api.contenthelpers import NODE_KEY, Ctx, content_app, register_batch, upload_headers
+from tests.api.contenthelpers import NODE_KEY, Ctx, upload_headers
 
 JSON_CT = "application/json; charset=utf-8"
 PUBLISHER = coincurve.PrivateKey(NODE_KEY).public_key.format(compressed=True).hex()
 GRANTEE_KEYS = [bytes([0x21 + i]) * 32 for i in range(3)]
 GRANTEES = [coincurve.PrivateKey(k).public_key.format(compressed=True).hex() for k in GRANTEE_KEYS]
-
-
-@pytest.fixture
-async def ctx(tmp_path):
-    app, store = content_app(tmp_path)
-    async with TestClient(TestServer(app)) as client:
-        await register_batch(client)
-        yield Ctx(client, store, tmp_path)
 
 
 async def expect_error(resp, status: int, message: str) -> None:

@@ -6,20 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
 from chunkstore.reserve import ReserveStore
 from chunkstore.swarm.traversal import tree_addresses
-from tests.api.contenthelpers import Ctx, content_app, register_batch, upload_headers
+from tests.api.contenthelpers import Ctx, register_batch, upload_headers
 from tests.api.test_content_api import expect_error
-
-
-@pytest.fixture
-async def ctx(tmp_path):
-    app, store = content_app(tmp_path)
-    async with TestClient(TestServer(app)) as client:
-        await register_batch(client)
-        yield Ctx(client, store, tmp_path)
 
 
 async def upload(ctx: Ctx, path: str, data: bytes, **headers: str) -> str:
